@@ -1,0 +1,31 @@
+"""How teenygrad compiles its kernels.
+
+Every kernel is a plain Python function decorated with `@kernel` (or `@kernel(parallel=True)`). Numba
+compiles it to machine code on first call and caches the result on disk (`cache=True`): in
+`__pycache__` beside the source, or, when the package directory is read-only, in numba's per-user cache
+directory (set NUMBA_CACHE_DIR to choose another), so a second Python process starts without recompiling.
+
+Debugging switch: `TEENYGRAD_JIT=0` (set before importing teenygrad) runs every kernel as plain Python,
+so print() and pdb work inside kernels. Slow, but the results are the same.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import numba
+
+JIT_ENABLED = os.environ.get("TEENYGRAD_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+prange = numba.prange if JIT_ENABLED else range
+
+
+def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool = False):
+    """Compile `fn` with numba (nopython mode, cached on disk), unless TEENYGRAD_JIT=0."""
+
+    def wrap(f: Callable) -> Callable:
+        if not JIT_ENABLED:
+            return f
+        return numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True)(f)
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,56 @@
+"""The one function an exercise's hidden tests call: `report(part, fn)`.
+
+Grading model: the learner's process only *computes*. The autograder writes each part's inputs to
+`$TEENYGRAD_GRADING_DIR/cases/<part>/<i>.npz`; `report` calls the learner's function on them and saves what it
+returns to `$TEENYGRAD_GRADING_DIR/results/<part>/<i>.npz` (or `<i>.err` with the exception). The grader,
+in its own process, compares those outputs with its reference on the inputs it kept in memory. Nothing
+the notebook patches (assert, numpy.testing, __eq__, IPython's error display) changes that comparison, and
+there is no answer in the notebook to read.
+
+Outside the autograder (a learner running a notebook that still has its hidden tests) `report` just says so.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+GRADING_DIR_ENV = "TEENYGRAD_GRADING_DIR"
+
+
+def _to_array(value: Any) -> np.ndarray:
+    if hasattr(value, "numpy"):  # a teenygrad (or any) tensor
+        value = value.numpy()
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise TypeError(f"returned {type(value).__name__}, which is not a number or an array of numbers")
+    return array
+
+
+def load_case(path: Path) -> list[Any]:
+    """The arguments stored in one case file; 0-d arrays come back as Python scalars."""
+    with np.load(path, allow_pickle=False) as z:
+        args = [z[f"arg{i}"] for i in range(len(z.files))]
+    return [a.item() if a.ndim == 0 else a for a in args]
+
+
+def report(part: str, fn: Callable[..., Any]) -> None:
+    """Run `fn` on every case the grader prepared for `part` and save the outputs for the grader."""
+    root = os.environ.get(GRADING_DIR_ENV)
+    if not root:
+        print(f"{part}: hidden tests run only under the autograder (python -m autograder check NOTEBOOK)")
+        return
+    case_dir = Path(root) / "cases" / part
+    out_dir = Path(root) / "results" / part
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cases = sorted(case_dir.glob("*.npz"), key=lambda p: int(p.stem))
+    for path in cases:
+        try:
+            outputs = fn(*load_case(path))
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            np.savez(out_dir / f"{path.stem}.npz", **{f"out{i}": _to_array(o) for i, o in enumerate(outputs)})
+        except Exception as e:  # one failing case must not hide the others
+            (out_dir / f"{path.stem}.err").write_text(f"{type(e).__name__}: {e}"[:2000])
+    print(f"{part}: ran {len(cases)} hidden cases; the autograder judges the results")
