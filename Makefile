@@ -1,0 +1,45 @@
+# teenygrad: the two commands a reader needs are `make book` and `make test`.
+# Everything runs in .venv, created from requirements.txt on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: help venv book test lab check exercises clean
+
+help:
+	@echo "make book        build the HTML book into book/_build/html (executes the chapters)"
+	@echo "make test        run the whole test suite"
+	@echo "make lab         open the exercises in JupyterLab"
+	@echo "make check NB=exercises/01-regression.ipynb   grade one notebook"
+	@echo "make exercises   regenerate exercises/ from solutions/ (nbgrader)"
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "teenygrad needs Python 3.11 or newer: make PYTHON=python3.11 ...")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/python book/build.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab exercises/
+
+check: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make check NB=exercises/01-regression.ipynb"; exit 2; }
+	$(BIN)/python -m autograder check "$(NB)"
+
+exercises: $(STAMP)
+	$(BIN)/python -m autograder release
+
+clean:
+	rm -rf book/_build book/chapters book/exercises

@@ -1,0 +1,45 @@
+"""Reading notebooks we did not write: every way a file can fail to be a notebook gets one clear message."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+
+
+class BadNotebook(Exception):
+    """A file that cannot be graded, with a message meant for the person who gave it to us."""
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Parse `path` as a Jupyter notebook (converting nbformat 3 to 4) or raise BadNotebook saying why."""
+    if not path.exists():
+        raise BadNotebook(f"{path}: no such file")
+    if path.is_dir():
+        raise BadNotebook(f"{path}: is a folder, not a notebook file")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise BadNotebook(f"{path}: the file is empty (0 cells): save the notebook from JupyterLab and try again")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadNotebook(f"{path}: not a notebook: the file is not valid JSON ({e})") from None
+    if not isinstance(data, dict) or "nbformat" not in data or not ("cells" in data or "worksheets" in data):
+        raise BadNotebook(f"{path}: not a notebook: JSON without notebook cells")
+    try:
+        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)  # converts nbformat 3 on the way
+        nbformat.validate(nb)
+    except Exception as e:
+        raise BadNotebook(f"{path}: not a valid notebook ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    return nb
+
+
+def grade_ids(nb: nbformat.NotebookNode) -> set[str]:
+    """The nbgrader grade_ids of a notebook's cells."""
+    ids = set()
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str):
+            ids.add(meta["grade_id"])
+    return ids
