@@ -37,15 +37,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = Path(args.notebook)
     nb = read_notebook(path)
     known = course.assignments()
-    assignment = args.assignment or course.identify(nb)
     if args.assignment and args.assignment not in known:
         raise BadNotebook(f"unknown assignment {args.assignment!r}; known: {', '.join(known)}")
-    if assignment is None:
+    found = course.identify(nb)
+    if found is None:
         raise BadNotebook(f"{path}: not a teenygrad exercise (no graded cells of {', '.join(known)}); "
                           "grade a notebook from exercises/")
-    named = nb.metadata.get("teenygrad", {}).get("assignment")
-    if args.assignment and named and named != args.assignment:
-        raise BadNotebook(f"{path}: this notebook is assignment {named}, not {args.assignment}")
+    if found not in known:
+        raise BadNotebook(f"{path}: this notebook is assignment {found!r}, which this course does not have "
+                          f"(known: {', '.join(known)})")
+    if args.assignment and found != args.assignment:
+        raise BadNotebook(f"{path}: this notebook is assignment {found}, not {args.assignment}")
+    assignment = found
     feedback = Path(args.feedback) if args.feedback else path.with_suffix(".feedback.html")
     result = check_notebook(nb, assignment, feedback)
     if args.json:

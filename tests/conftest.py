@@ -1,0 +1,33 @@
+"""Shared helpers: run the autograder as a learner would, and build the book once per test session."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def autograder(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    """`python -m autograder ARGS` in a subprocess, exactly as the README tells a learner to run it."""
+    proc = subprocess.run([sys.executable, "-m", "autograder", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"autograder {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def grade_json(notebook: Path, *extra: str) -> dict:
+    proc = autograder("check", str(notebook), "--json", "--feedback", str(notebook.with_suffix(".html")), *extra,
+                      check=True)
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def book_build() -> subprocess.CompletedProcess:
+    """Build the book (as `make book` does) once; tests inspect the result."""
+    return subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
+                          text=True, timeout=3600)

@@ -1,0 +1,131 @@
+"""The autograder end to end, driven through its command line as a learner or instructor would."""
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from autograder import course
+from conftest import autograder, grade_json
+
+ASSIGNMENTS = course.assignments()
+
+
+def solution_source(cell_source: str) -> str:
+    """A solution cell as the learner would write it: the solution without nbgrader's markers."""
+    return "\n".join(l for l in cell_source.splitlines() if "### BEGIN SOLUTION" not in l and "### END SOLUTION" not in l)
+
+
+def test_there_are_assignments():
+    assert "01-regression" in ASSIGNMENTS
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_scores_full_marks(assignment, tmp_path):
+    nb = tmp_path / f"{assignment}.ipynb"
+    nb.write_bytes((course.SOLUTIONS / f"{assignment}.ipynb").read_bytes())
+    result = grade_json(nb)
+    assert result["max_score"] > 0
+    assert result["score"] == result["max_score"], json.dumps(result, indent=1)
+    assert all(p["message"] == "" for p in result["parts"])
+    assert (tmp_path / f"{assignment}.html").read_text().count("</html>") == 1  # the feedback page
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_released_exercise_scores_zero_cleanly(assignment, tmp_path):
+    nb = tmp_path / f"{assignment}.ipynb"
+    nb.write_bytes((course.EXERCISES / f"{assignment}.ipynb").read_bytes())
+    result = grade_json(nb)
+    assert result["score"] == 0 and result["error"] == ""
+    assert len(result["parts"]) >= 3
+    for part in result["parts"]:
+        assert part["message"].startswith("NotImplementedError"), part
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("parity", [0, 1])
+def test_partly_solved_gets_exactly_its_parts(assignment, parity, tmp_path):
+    solved = nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: solution_source(c.source) for c in solved.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4)
+    chosen = set(sorted(answers)[parity::2])
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in chosen:
+            cell.source = answers[gid]
+    path = tmp_path / f"{assignment}.ipynb"
+    nbformat.write(nb, path)
+    result = grade_json(path)
+    # a test cell test_X grades the solution cell X
+    for part in result["parts"]:
+        expected = part["max_score"] if part["name"] in chosen else 0
+        assert part["score"] == expected, (part, chosen)
+
+
+def test_exercises_are_generated_from_solutions(tmp_path):
+    autograder("release", "--out", str(tmp_path), check=True)
+    for assignment in ASSIGNMENTS:
+        fresh = (tmp_path / f"{assignment}.ipynb").read_text()
+        committed = (course.EXERCISES / f"{assignment}.ipynb").read_text()
+        assert fresh == committed, f"exercises/{assignment}.ipynb is stale or hand-edited: run `make exercises`"
+    assert sorted(p.stem for p in course.EXERCISES.glob("*.ipynb")) == ASSIGNMENTS
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    (b"", "empty"),
+    (b"{not json", "not valid JSON"),
+    (b'{"hello": "world"}', "JSON without notebook cells"),
+    (b"\xff\xfe binary", "not valid JSON"),
+])
+def test_bad_files_get_one_clear_line(content, message, tmp_path):
+    path = tmp_path / "submission.ipynb"
+    if content is not None:
+        path.write_bytes(content)
+    proc = autograder("check", str(path))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_not_an_exercise(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    path = tmp_path / "mine.ipynb"
+    nbformat.write(nb, path)
+    proc = autograder("check", str(path))
+    assert proc.returncode == 2 and "not a teenygrad exercise" in proc.stderr
+
+
+def test_notebook_of_another_assignment(tmp_path):
+    nb = nbformat.read(course.EXERCISES / f"{ASSIGNMENTS[0]}.ipynb", as_version=4)
+    path = tmp_path / "x.ipynb"
+    if len(ASSIGNMENTS) > 1:  # a real other exercise, graded as if it were this one
+        nbformat.write(nb, path)
+        proc = autograder("check", str(path), "--assignment", ASSIGNMENTS[1])
+        assert proc.returncode == 2 and f"is assignment {ASSIGNMENTS[0]}, not {ASSIGNMENTS[1]}" in proc.stderr
+    nb.metadata["teenygrad"] = {"assignment": "42-astrology"}
+    nbformat.write(nb, path)
+    proc = autograder("check", str(path))
+    assert proc.returncode == 2 and "42-astrology" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_nbformat3_notebook_is_converted_and_graded(tmp_path):
+    nb4 = nbformat.read(course.SOLUTIONS / f"{ASSIGNMENTS[0]}.ipynb", as_version=4)
+    nb3 = nbformat.convert(nb4, 3)
+    path = tmp_path / "old.ipynb"
+    nbformat.write(nb3, path, version=3)
+    assert json.loads(path.read_text())["nbformat"] == 3
+    result = grade_json(path)
+    assert result["score"] == result["max_score"]
+
+
+def test_table_output_lists_parts_and_total(tmp_path):
+    path = tmp_path / "ex.ipynb"
+    path.write_bytes((course.EXERCISES / f"{ASSIGNMENTS[0]}.ipynb").read_bytes())
+    proc = autograder("check", str(path), check=True)
+    assert re.search(r"total\s+0 / \d+", proc.stdout), proc.stdout
+    assert "NotImplementedError" in proc.stdout and "Feedback:" in proc.stdout
+    assert (tmp_path / "ex.feedback.html").exists()
