@@ -1,0 +1,428 @@
+"""Matrix multiplication kernels: the story of Chapter 3, one step per kernel.
+
+Every kernel has the same calling convention, which the rest of teenygrad relies on:
+
+    fn(a, b, out) -> None
+
+`a` is (M, K), `b` is (K, N), `out` is (M, N) and preallocated; all three are C-contiguous numpy arrays of
+the same float dtype (float32 or float64). The kernel overwrites `out` with `a @ b` (zeros when K == 0).
+
+The steps, slowest to fastest (`KERNELS` lists them in this order):
+
+1. `matmul_naive`      the textbook i-j-k triple loop: one dot product per output element.
+2. `matmul_reordered`  i-k-j order: the inner loop streams contiguous rows of `b` and `out`.
+3. `matmul_blocked`    cache blocking: work on tiles of A, B and C that stay in the L1/L2 caches.
+4. `matmul_tiled`      register tiling: pack A and B into panels and let a micro-kernel keep an
+                       MR x NR block of C in vector registers for the whole K loop.
+5. `matmul_parallel`   the tiled kernel on every core, each thread owning different rows of C.
+
+`matmul(a, b, out)` is the default (the fastest step, with a serial path for small products, where
+starting threads costs more than it saves) and `matmul_batched(a, b, out)` multiplies stacks of
+matrices, (batch, M, K) @ (batch, K, N) -> (batch, M, N), as attention does.
+
+No numpy arithmetic happens here: numpy only provides storage (np.empty / np.zeros scratch buffers).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from teenygrad._jit import JIT_ENABLED, kernel, prange
+
+# ---------------------------------------------------------------------------------------------------
+# Tuning constants. Measured on an AMD EPYC (Zen 4: AVX-512 + FMA, 32 KiB L1d and 1 MiB L2 per core,
+# 32 MiB shared L3); `benchmarks/matmul.py` is the script that measures them.
+# ---------------------------------------------------------------------------------------------------
+
+# Step 3 (cache blocking): a BLOCK_K x BLOCK_J tile of B (128 x 256 float32 = 128 KiB) sits in L2 while
+# BLOCK_I rows of A and C stream past it.
+BLOCK_I = 64
+BLOCK_K = 128
+BLOCK_J = 256
+
+# Steps 4-5 (register tiling): the micro-kernel computes an MR x NR block of C. With float32, NR = 32
+# columns are two 512-bit vectors, so the 6 x 32 block lives in 12 of the 32 AVX-512 registers, and each
+# step of the K loop does 6 broadcasts, 2 vector loads and 12 fused multiply-adds.
+MR = 6
+NR = 32
+# Cache blocking around the micro-kernel (as in BLIS / GotoBLAS):
+KC = 256    # depth of a packed panel: the KC x NR micro-panel of B (32 KiB float32) stays in L1
+MC = 192    # rows of A packed at a time: the MC x KC block of A (192 KiB float32) stays in L2
+NC = 4096   # columns of B packed at a time: the KC x NC block of B (4 MiB float32) stays in L3
+
+# Below this many multiply-adds (M*N*K), threads cost more than they save: `matmul` stays serial.
+PARALLEL_THRESHOLD = 64 * 64 * 64
+
+
+# ---------------------------------------------------------------------------------------------------
+# A small array on the stack, for the micro-kernel's accumulators.
+# ---------------------------------------------------------------------------------------------------
+if JIT_ENABLED:
+    from llvmlite import ir as _llvm_ir
+    from numba import types as _types
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def _stack_buffer(typingctx, n, dtype):
+        """Pointer to `n` (a compile-time constant) uninitialised elements of `dtype` on the stack."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+        size = n.literal_value
+
+        def codegen(context, builder, signature, args):
+            elem = context.get_value_type(dtype.dtype)
+            return _cgutils.alloca_once(builder, elem, size=_llvm_ir.Constant(_llvm_ir.IntType(64), size))
+
+        return _types.CPointer(dtype.dtype)(n, dtype), codegen
+
+    @numba.njit(inline="always", cache=True)
+    def local_array(n, dtype):
+        """A length-`n` array on the stack (`n` must be a constant, e.g. a module-level int).
+
+        Why not np.empty? A heap array could, as far as the compiler knows, overlap the input arrays, so
+        every `acc[j] += ...` must go to memory. A stack array provably overlaps nothing, so once the
+        loops over it are unrolled LLVM keeps its elements in registers."""
+        return numba.carray(_stack_buffer(n, dtype), n)
+else:
+    def local_array(n, dtype):
+        """Plain-Python stand-in (TEENYGRAD_JIT=0): a numpy array."""
+        return np.empty(n, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. Naive
+# ---------------------------------------------------------------------------------------------------
+@kernel
+def matmul_naive(a, b, out):
+    """The definition, out[i, j] = sum_k a[i, k] * b[k, j], as an i-j-k triple loop.
+
+    Each output element is one dot product. The inner loop walks down a *column* of `b`: consecutive k
+    are N elements apart in memory, so every multiply-add touches a new cache line and nothing can be
+    vectorised. It does 2*M*N*K flops but spends nearly all its time waiting for memory.
+    The sum is accumulated in float64 (a scalar, so it costs nothing extra) and rounded once at the end.
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    for i in range(M):
+        for j in range(N):
+            acc = 0.0
+            for k in range(K):
+                acc += a[i, k] * b[k, j]
+            out[i, j] = acc
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. Loop reordering
+# ---------------------------------------------------------------------------------------------------
+@kernel
+def matmul_reordered(a, b, out):
+    """Same arithmetic, loops in i-k-j order: out[i, :] += a[i, k] * b[k, :].
+
+    Now the inner loop runs along a *row* of `b` and a row of `out`, both contiguous. Every byte of each
+    cache line fetched is used, the hardware prefetcher sees a simple stream, and the compiler turns the
+    inner loop into SIMD instructions (16 float32 multiply-adds per AVX-512 instruction). Same flops,
+    several times faster: the first lesson is that memory order matters more than operation count.
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    for i in range(M):
+        for j in range(N):
+            out[i, j] = 0
+        for k in range(K):
+            aik = a[i, k]
+            for j in range(N):
+                out[i, j] += aik * b[k, j]
+
+
+# ---------------------------------------------------------------------------------------------------
+# 3. Cache blocking
+# ---------------------------------------------------------------------------------------------------
+@kernel
+def matmul_blocked(a, b, out):
+    """The reordered loops, run over tiles: BLOCK_I x BLOCK_K of A, BLOCK_K x BLOCK_J of B.
+
+    In the reordered kernel each row of `out` sweeps through *all* of `b` (K x N elements); once `b` is
+    larger than the caches, it is fetched from main memory again for every row of A. Here the loops are
+    split so a BLOCK_K x BLOCK_J tile of B (128 KiB for float32) is reused by BLOCK_I rows of A while it
+    is still in L2, and the BLOCK_J-wide strip of an output row stays in L1 across the k loop. Memory
+    traffic drops by about a factor BLOCK_I; the inner loop is the same vectorised stream as before.
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    for i in range(M):
+        for j in range(N):
+            out[i, j] = 0
+    for i0 in range(0, M, BLOCK_I):
+        i1 = min(i0 + BLOCK_I, M)
+        for k0 in range(0, K, BLOCK_K):
+            k1 = min(k0 + BLOCK_K, K)
+            for j0 in range(0, N, BLOCK_J):
+                j1 = min(j0 + BLOCK_J, N)
+                for i in range(i0, i1):
+                    for k in range(k0, k1):
+                        aik = a[i, k]
+                        for j in range(j0, j1):
+                            out[i, j] += aik * b[k, j]
+
+
+# ---------------------------------------------------------------------------------------------------
+# 4. Register tiling: packing + micro-kernel
+# ---------------------------------------------------------------------------------------------------
+@kernel
+def _pack_a(a, i0, mc, p0, kc, ap):
+    """Copy the block a[i0:i0+mc, p0:p0+kc] into `ap` as MR-row panels.
+
+    Panel r holds rows i0+r*MR .. i0+r*MR+MR-1, stored column by column: ap[r*MR*kc + p*MR + i] =
+    a[i0 + r*MR + i, p0 + p]. The micro-kernel then reads the MR values it needs at step p from MR
+    consecutive addresses. Rows past the end of A are filled with zeros, so the micro-kernel never needs
+    a special case for a partial panel.
+    """
+    for r in range((mc + MR - 1) // MR):
+        base = r * MR * kc
+        rows = min(MR, mc - r * MR)
+        for i in range(rows):
+            src = i0 + r * MR + i
+            for p in range(kc):
+                ap[base + p * MR + i] = a[src, p0 + p]
+        for i in range(rows, MR):
+            for p in range(kc):
+                ap[base + p * MR + i] = 0
+
+
+@kernel
+def _pack_b_panel(b, p0, kc, j0, n, bp, base):
+    """Copy b[p0:p0+kc, j0:j0+n] (n <= NR) into bp[base:] as a KC x NR panel, zero-padded to NR columns."""
+    for p in range(kc):
+        dst = base + p * NR
+        for j in range(n):
+            bp[dst + j] = b[p0 + p, j0 + j]
+        for j in range(n, NR):
+            bp[dst + j] = 0
+
+
+@kernel
+def _pack_b(b, p0, kc, j0, nc, bp):
+    """Copy the block b[p0:p0+kc, j0:j0+nc] into `bp` as NR-column panels (row p of panel s is NR
+    consecutive elements: bp[s*NR*kc + p*NR + j] = b[p0 + p, j0 + s*NR + j])."""
+    for s in range((nc + NR - 1) // NR):
+        _pack_b_panel(b, p0, kc, j0 + s * NR, min(NR, nc - s * NR), bp, s * NR * kc)
+
+
+@kernel
+def _pack_b_parallel(b, p0, kc, j0, nc, bp):
+    """`_pack_b` with the panels shared among threads (each panel is written by exactly one thread)."""
+    for s in prange((nc + NR - 1) // NR):
+        _pack_b_panel(b, p0, kc, j0 + s * NR, min(NR, nc - s * NR), bp, s * NR * kc)
+
+
+@kernel
+def _store_row(out, i, j0, nr, acc, accumulate):
+    """Write (or add, when `accumulate`) the first `nr` values of one accumulator row into out[i, j0:]."""
+    if accumulate:
+        for j in range(nr):
+            out[i, j0 + j] += acc[j]
+    else:
+        for j in range(nr):
+            out[i, j0 + j] = acc[j]
+
+
+@kernel(fastmath=True)
+def _micro_kernel(a_panel, b_panel, kc, out, i0, j0, mr, nr, accumulate):
+    """The register-tiled heart: C[i0:i0+MR, j0:j0+NR] (+)= a_panel @ b_panel, over the full depth kc.
+
+    `a_panel` is a packed kc x MR panel of A (a_panel[p*MR + i] = A[i0 + i, p]) and `b_panel` a packed
+    kc x NR panel of B (b_panel[p*NR + j] = B[p, j0 + j]), both 1-D and starting at index 0, so the
+    compiler can see every index is non-negative and skip numpy's negative-index wraparound: otherwise
+    the contiguous loads below would become slow gathers.
+
+    The MR x NR block of C is held in six accumulator rows c0..c5 (MR = 6 is written out by hand), each
+    NR = 32 wide, on the stack, so LLVM promotes them to vector registers: 12 zmm registers of 16
+    float32. At each step p of the depth loop we load NR values of the packed B panel (contiguous: two
+    vector loads), broadcast six values of the packed A panel, and do 6 x NR multiply-adds (12 FMA
+    instructions). Nothing is written to memory until the loop ends, and every load is reused MR or NR
+    times, so the kernel runs close to the FMA units' peak instead of the memory system's.
+
+    fastmath=True lets LLVM fuse each multiply and add into one FMA instruction (rounded once instead of
+    twice) and reorder freely; results differ from numpy in the last bits only.
+    Edges: the packed panels are zero-padded, so the full MR x NR block is always computed; only the
+    valid `mr` x `nr` corner is written back.
+    """
+    c0 = local_array(NR, a_panel.dtype)
+    c1 = local_array(NR, a_panel.dtype)
+    c2 = local_array(NR, a_panel.dtype)
+    c3 = local_array(NR, a_panel.dtype)
+    c4 = local_array(NR, a_panel.dtype)
+    c5 = local_array(NR, a_panel.dtype)
+    for j in range(NR):
+        c0[j] = 0
+        c1[j] = 0
+        c2[j] = 0
+        c3[j] = 0
+        c4[j] = 0
+        c5[j] = 0
+    for p in range(kc):
+        x0 = a_panel[p * MR]
+        x1 = a_panel[p * MR + 1]
+        x2 = a_panel[p * MR + 2]
+        x3 = a_panel[p * MR + 3]
+        x4 = a_panel[p * MR + 4]
+        x5 = a_panel[p * MR + 5]
+        for j in range(NR):
+            y = b_panel[p * NR + j]
+            c0[j] += x0 * y
+            c1[j] += x1 * y
+            c2[j] += x2 * y
+            c3[j] += x3 * y
+            c4[j] += x4 * y
+            c5[j] += x5 * y
+    _store_row(out, i0, j0, nr, c0, accumulate)
+    if mr > 1:
+        _store_row(out, i0 + 1, j0, nr, c1, accumulate)
+    if mr > 2:
+        _store_row(out, i0 + 2, j0, nr, c2, accumulate)
+    if mr > 3:
+        _store_row(out, i0 + 3, j0, nr, c3, accumulate)
+    if mr > 4:
+        _store_row(out, i0 + 4, j0, nr, c4, accumulate)
+    if mr > 5:
+        _store_row(out, i0 + 5, j0, nr, c5, accumulate)
+
+
+@kernel
+def _macro_kernel(ap, bp, mc, nc, kc, out, i0, j0, accumulate):
+    """out[i0:i0+mc, j0:j0+nc] (+)= packed A block @ packed B block, one MR x NR micro-tile at a time.
+
+    The loop over B panels is outside the loop over A panels, so one KC x NR panel of B stays in L1 while
+    the micro-kernel sweeps down all the A panels (which come from L2)."""
+    for jr in range(0, nc, NR):
+        nr = min(NR, nc - jr)
+        for ir in range(0, mc, MR):
+            mr = min(MR, mc - ir)
+            a_panel = ap[ir * kc:(ir + MR) * kc]
+            b_panel = bp[jr * kc:(jr + NR) * kc]
+            _micro_kernel(a_panel, b_panel, kc, out, i0 + ir, j0 + jr, mr, nr, accumulate)
+
+
+@kernel
+def _zero(out):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = 0
+
+
+@kernel
+def matmul_tiled(a, b, out):
+    """Register tiling over packed panels (the GotoBLAS / BLIS design), on one core.
+
+    Loops, outermost first:
+      jc: NC columns of B at a time     -> pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels (L3)
+      pc: KC deep at a time             -> (as above)
+      ic: MC rows of A at a time        -> pack A[ic:ic+MC, pc:pc+KC] into MR-tall panels (L2)
+      jr, ir: NR x MR micro-tiles       -> the micro-kernel, accumulators in registers
+    Packing copies each block once into exactly the order the micro-kernel reads it, so its inner loop
+    is pure contiguous loads; the copy costs O(MK + KN) and is amortised over O(MNK) arithmetic.
+    The first KC slice writes C, later slices add to it (so `out` needs no zeroing unless K == 0).
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    if K == 0:
+        _zero(out)
+        return
+    kcmax = min(KC, K)
+    ap = np.empty(((min(MC, M) + MR - 1) // MR) * MR * kcmax, a.dtype)
+    bp = np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, a.dtype)
+    for jc in range(0, N, NC):
+        nc = min(NC, N - jc)
+        for pc in range(0, K, KC):
+            kc = min(KC, K - pc)
+            _pack_b(b, pc, kc, jc, nc, bp)
+            for ic in range(0, M, MC):
+                mc = min(MC, M - ic)
+                _pack_a(a, ic, mc, pc, kc, ap)
+                _macro_kernel(ap, bp, mc, nc, kc, out, ic, jc, pc > 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 5. Parallel
+# ---------------------------------------------------------------------------------------------------
+@kernel(parallel=True)
+def matmul_parallel(a, b, out):
+    """`matmul_tiled` on all cores: the B block is packed once (panels shared out among threads), then
+    the rows of C are split into equal blocks, one or more per thread (prange).
+
+    Each block packs its own rows of A into its own buffer and writes only its own rows of C, so no two
+    threads ever write the same memory: no locks, no races. The number of row blocks is a multiple of
+    the thread count and their heights are multiples of MR, so the threads get equal work."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        _zero(out)
+        return
+    threads = numba.get_num_threads() if JIT_ENABLED else 1
+    # Row blocks: at most ~MC rows each, a multiple of the thread count, each a multiple of MR tall.
+    nblocks = (M + MC - 1) // MC
+    nblocks = ((nblocks + threads - 1) // threads) * threads
+    mc_blk = (((M + nblocks - 1) // nblocks + MR - 1) // MR) * MR
+    nblocks = (M + mc_blk - 1) // mc_blk
+    kcmax = min(KC, K)
+    bp = np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, a.dtype)
+    for jc in range(0, N, NC):
+        nc = min(NC, N - jc)
+        for pc in range(0, K, KC):
+            kc = min(KC, K - pc)
+            _pack_b_parallel(b, pc, kc, jc, nc, bp)
+            for blk in prange(nblocks):
+                ic = blk * mc_blk
+                mc = min(mc_blk, M - ic)
+                ap = np.empty(mc_blk * kc, a.dtype)
+                _pack_a(a, ic, mc, pc, kc, ap)
+                _macro_kernel(ap, bp, mc, nc, kc, out, ic, jc, pc > 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Default and batched
+# ---------------------------------------------------------------------------------------------------
+KERNELS = {
+    "naive": matmul_naive,
+    "reordered": matmul_reordered,
+    "blocked": matmul_blocked,
+    "tiled": matmul_tiled,
+    "parallel": matmul_parallel,
+}
+DEFAULT = "parallel"
+
+
+def matmul(a, b, out):
+    """The default kernel: `matmul_parallel`, or `matmul_tiled` for products too small to share out."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M * N * K < PARALLEL_THRESHOLD:
+        matmul_tiled(a, b, out)
+    else:
+        matmul_parallel(a, b, out)
+
+
+@kernel(parallel=True)
+def _batched_over_batch(a, b, out):
+    """One serial tiled matmul per batch element, batch elements shared among threads."""
+    for t in prange(a.shape[0]):
+        matmul_tiled(a[t], b[t], out[t])
+
+
+def matmul_batched(a, b, out):
+    """(batch, M, K) @ (batch, K, N) -> out (batch, M, N), all C-contiguous, same float dtype.
+
+    Attention multiplies many small matrices (e.g. 48 of (64, 32) @ (32, 64)): too small to split one
+    across threads, so the batch is shared among threads instead, each running the serial tiled kernel.
+    With fewer batch elements than threads, each product is split across threads instead."""
+    batch = a.shape[0]
+    if batch == 0:
+        return
+    if batch < numba.get_num_threads() if JIT_ENABLED else False:
+        for t in range(batch):
+            matmul(a[t], b[t], out[t])
+    else:
+        _batched_over_batch(a, b, out)
