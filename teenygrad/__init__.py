@@ -1,7 +1,11 @@
 """teenygrad: a small deep-learning framework, built one chapter at a time.
 
-Chapter 1 uses only `teenygrad.datasets`; later chapters add the tensor, its kernels, autograd and nn.
+Chapter 1 uses only `teenygrad.datasets`; chapter 2 adds the Tensor (`teenygrad.tensor`), chapter 3 the
+kernels it runs on (`teenygrad.kernels`); later chapters add autograd and nn.
 """
-from teenygrad import datasets
+from teenygrad import datasets, kernels
+from teenygrad.tensor import (Tensor, arange, cat, float32, float64, full, int64, manual_seed, ones, rand, randn,
+                              stack, tensor, zeros)
 
-__all__ = ["datasets"]
+__all__ = ["datasets", "kernels", "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn",
+           "manual_seed", "cat", "stack", "float32", "float64", "int64"]

@@ -1,0 +1,299 @@
+"""From Tensor ops to kernel calls: one function per kind of op.
+
+Each function here checks its arguments (with errors that name the op and the shapes), picks the
+result dtype and shape, allocates the output, lays out the operands the way its kernel expects
+(see the calling conventions in `teenygrad.kernels`) and calls the kernel registered in `KERNELS`.
+
+Autograd (a later chapter) hooks in here: every op passes through exactly one of these functions,
+so recording "how was this tensor made" for backward needs one line per function.
+
+Type promotion: float64 with anything -> float64; float32 with float32 or int64 -> float32;
+int64 with int64 -> int64. A Python scalar takes the tensor's dtype (a Python float with an int64
+tensor gives float32). Functions that only make sense on reals (exp, log, ..., div, pow, mean,
+softmax) turn int64 inputs into float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad.kernels import KERNELS
+from teenygrad.kernels.layout import (broadcast_shapes, broadcast_strides, coalesce, ints, normalize_axes,
+                                      normalize_axis, prod)
+from teenygrad.tensor import Tensor, float32, float64, int64
+
+FLOAT_ONLY_UNARY = {"exp", "log", "sqrt", "tanh", "sigmoid", "gelu"}
+FLOAT_ONLY_BINARY = {"div", "pow"}
+Scalar = int | float
+
+
+def result_dtype(a: np.dtype, b: np.dtype) -> np.dtype:
+    if a == b:
+        return a
+    if a == float64 or b == float64:
+        return float64
+    return float32
+
+
+def as_float(x: Tensor) -> Tensor:
+    return x.to(float32) if x.dtype == int64 else x
+
+
+def _new(shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
+    """A fresh contiguous tensor (uninitialised)."""
+    return Tensor._contiguous(np.empty(prod(shape), dtype=dtype), shape)
+
+
+def _scalar_tensor(value: Scalar, like: Tensor, op: str) -> Tensor:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, np.generic) and value.dtype.kind in "iuf":
+            value = value.item()
+        else:
+            raise TypeError(f"{op}: unsupported operand of type {type(value).__name__}")
+    dtype = float32 if (like.dtype == int64 and isinstance(value, float)) else like.dtype
+    return Tensor._contiguous(np.full(1, value, dtype=dtype), ())
+
+
+# ---- elementwise -----------------------------------------------------------------------------------
+
+def unary(op: str, x: Tensor) -> Tensor:
+    """out = f(x), elementwise."""
+    if op in FLOAT_ONLY_UNARY:
+        x = as_float(x)
+    out = _new(x.shape, x.dtype)
+    if out._buf.size:
+        if x.is_contiguous():
+            shape, sx = (out._buf.size,), (1,)
+        else:
+            shape, (sx,) = coalesce(x.shape, x.strides)
+        KERNELS[op](ints(shape), x._buf, ints(sx), x.offset, out._buf)
+    return out
+
+
+def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
+    """out = f(a, b), elementwise, with numpy broadcasting. One of a, b may be a Python scalar."""
+    if not isinstance(a, Tensor):
+        a = _scalar_tensor(a, b, op)
+    elif not isinstance(b, Tensor):
+        b = _scalar_tensor(b, a, op)
+    dtype = result_dtype(a.dtype, b.dtype)
+    if dtype == int64 and op in FLOAT_ONLY_BINARY:
+        dtype = float32
+    a, b = a.to(dtype), b.to(dtype)
+    if a.shape == b.shape and a.is_contiguous() and b.is_contiguous():  # fast path: one flat loop
+        out_shape = a.shape
+        shape, sa, sb = (prod(out_shape),), (1,), (1,)
+    else:
+        out_shape = broadcast_shapes(a.shape, b.shape, op)
+        shape, (sa, sb) = coalesce(out_shape, broadcast_strides(a.shape, a.strides, out_shape),
+                                   broadcast_strides(b.shape, b.strides, out_shape))
+    out = _new(out_shape, dtype)
+    if out._buf.size:
+        KERNELS[op](ints(shape), a._buf, ints(sa), a.offset, b._buf, ints(sb), b.offset, out._buf)
+    return out
+
+
+def copy_into(src: Tensor, dst: Tensor) -> None:
+    """dst[...] = src (same shape, or src broadcastable to dst's shape), converting dtype if needed."""
+    if src.shape != dst.shape:
+        if broadcast_shapes(src.shape, dst.shape, "copy") != dst.shape:
+            raise ValueError(f"copy: cannot write shape {src.shape} into shape {dst.shape}")
+    if not dst.size:
+        return
+    shape, (ss, ds) = coalesce(dst.shape, broadcast_strides(src.shape, src.strides, dst.shape), dst.strides)
+    KERNELS["copy"](ints(shape), src._buf, ints(ss), src.offset, dst._buf, ints(ds), dst.offset)
+
+
+def contiguous(x: Tensor, dtype: np.dtype | None = None) -> Tensor:
+    """A contiguous copy of x (in `dtype` if given)."""
+    out = _new(x.shape, dtype or x.dtype)
+    copy_into(x, out)
+    return out
+
+
+# ---- reductions -------------------------------------------------------------------------------------
+
+def _as_matrix(x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, int, int, int, int]:
+    """View x as an (M, N) matrix with kept axes as rows and `axes` as columns: (x, M, sm, N, sn).
+
+    Uses x's own strides when the kept axes (and the reduced axes) coalesce into one dimension each;
+    otherwise makes a contiguous copy with the reduced axes moved last.
+    """
+    kept = [d for d in range(x.ndim) if d not in axes]
+    M, N = prod(tuple(x.shape[d] for d in kept)), prod(tuple(x.shape[d] for d in axes))
+    if N == 0 or M == 0:
+        return x, M, 0, N, 0
+    kshape, (ks,) = coalesce(tuple(x.shape[d] for d in kept), tuple(x.strides[d] for d in kept))
+    rshape, (rs,) = coalesce(tuple(x.shape[d] for d in axes), tuple(x.strides[d] for d in axes))
+    if len(kshape) == 1 and len(rshape) == 1:
+        return x, M, ks[0], N, rs[0]
+    x = contiguous(x.permute(*kept, *axes))
+    return x, M, N, N, 1
+
+
+def reduce(op: str, x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool) -> Tensor:
+    """sum / max / argmax over `axis` (an int, a tuple, or None for all axes)."""
+    axes = normalize_axes(axis, x.ndim, op)
+    xm, M, sm, N, sn = _as_matrix(x, axes)
+    if N == 0 and op != "sum":
+        raise ValueError(f"{op}: cannot reduce over an empty axis (shape {x.shape}, axis {axis})")
+    if keepdim:
+        out_shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    else:
+        out_shape = tuple(s for d, s in enumerate(x.shape) if d not in axes)
+    out = _new(out_shape, int64 if op == "argmax" else x.dtype)
+    if M:
+        KERNELS[op](xm._buf, xm.offset, M, sm, N, sn, out._buf)
+    return out
+
+
+def mean(x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool) -> Tensor:
+    """mean = sum / (number of reduced elements)."""
+    x = as_float(x)
+    n = prod(tuple(x.shape[d] for d in normalize_axes(axis, x.ndim, "mean")))
+    return binary("mul", reduce("sum", x, axis, keepdim), 1.0 / n if n else float("nan"))
+
+
+def softmax(op: str, x: Tensor, axis: int) -> Tensor:
+    """softmax / log_softmax along one axis (the kernels work on rows, so that axis is moved last)."""
+    x = as_float(x)
+    axis = normalize_axis(axis, x.ndim, op)
+    scalar = x.ndim == 0
+    if scalar:
+        x = x.reshape(1)
+    last = x.ndim - 1
+    xt = x.transpose(axis, last) if axis != last else x
+    xm, M, sm, N, sn = _as_matrix(xt, (last,))
+    out = _new(xt.shape, x.dtype)
+    if M and N:
+        KERNELS[op](xm._buf, xm.offset, M, sm, N, sn, out._buf)
+    out = out.transpose(axis, last) if axis != last else out
+    return out.reshape(()) if scalar else out
+
+
+# ---- matmul -----------------------------------------------------------------------------------------
+
+def _array(x: Tensor) -> np.ndarray:
+    """numpy view of a contiguous tensor (for the matmul kernels, which take shaped arrays)."""
+    return x._buf[x.offset:x.offset + x.size].reshape(x.shape)
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product with numpy's rules: (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast;
+    a 1-D left operand is a row vector, a 1-D right operand a column vector (that dim is then dropped)."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul: both operands must be Tensors")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape}: operands must have at least 1 dimension")
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    if a_vec:
+        a = a.reshape(1, a.shape[0])
+    if b_vec:
+        b = b.reshape(b.shape[0], 1)
+    (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
+    if K != K2:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align ({K} != {K2})")
+    dtype = result_dtype(a.dtype, b.dtype)
+    if dtype == int64:
+        dtype = float32
+    if b.ndim == 2:  # (..., M, K) @ (K, N): fold the batch into the rows, one 2-D matmul
+        batch = a.shape[:-2]
+        a2 = contiguous(a, dtype) if (not a.is_contiguous() or a.dtype != dtype) else a
+        a2 = a2.reshape(prod(batch) * M, K)
+        b2 = contiguous(b, dtype) if (not b.is_contiguous() or b.dtype != dtype) else b
+        out = _new(batch + (M, N), dtype)
+        if out.size:
+            KERNELS["matmul"](_array(a2), _array(b2), _array(out.reshape(prod(batch) * M, N)))
+    else:
+        try:
+            batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
+        except ValueError:
+            raise ValueError(f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast") from None
+        B = prod(batch)
+        a3 = contiguous(a.expand(*batch, M, K), dtype).reshape(B, M, K)
+        b3 = contiguous(b.expand(*batch, K, N), dtype).reshape(B, K, N)
+        out = _new(batch + (M, N), dtype)
+        if out.size:
+            KERNELS["matmul_batched"](_array(a3), _array(b3), _array(out.reshape(B, M, N)))
+    if a_vec:
+        out = out.reshape(*out.shape[:-2], N)
+    if b_vec:
+        out = out.reshape(*out.shape[:-1])
+    return out
+
+
+# ---- indexing and joining ---------------------------------------------------------------------------
+
+def _index_tensor(index: Tensor, op: str) -> Tensor:
+    if not isinstance(index, Tensor):
+        index = Tensor(index, dtype=int64)
+    if index.dtype != int64:
+        raise TypeError(f"{op}: index must have dtype int64, got {index.dtype}")
+    return index if index.is_contiguous() else contiguous(index)
+
+
+def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """out[..., k, ...] = x[..., index[..., k, ...], ...] along `axis`; index.shape equals x.shape except
+    along `axis`, and out has index's shape."""
+    axis = normalize_axis(axis, x.ndim, "gather")
+    index = _index_tensor(index, "gather")
+    if index.ndim != x.ndim or any(i != s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != axis):
+        raise ValueError(f"gather: index shape {index.shape} must match input shape {x.shape} except on axis {axis}")
+    x = x if x.is_contiguous() else contiguous(x)
+    out = _new(index.shape, x.dtype)
+    if out.size:
+        if x.shape[axis] == 0:
+            raise IndexError(f"gather: axis {axis} of shape {x.shape} is empty")
+        outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
+        KERNELS["gather"](x._buf[x.offset:], index._buf[index.offset:], out._buf,
+                          outer, x.shape[axis], index.shape[axis], inner)
+    return out
+
+
+def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """Pick whole slices along `axis`: out shape = x.shape[:axis] + index.shape + x.shape[axis+1:]."""
+    axis = normalize_axis(axis, x.ndim, "index_select")
+    index = _index_tensor(index, "index_select")
+    x = x if x.is_contiguous() else contiguous(x)
+    out = _new(x.shape[:axis] + index.shape + x.shape[axis + 1:], x.dtype)
+    if out.size:
+        if x.shape[axis] == 0:
+            raise IndexError(f"index_select: axis {axis} of shape {x.shape} is empty")
+        outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
+        KERNELS["index_select"](x._buf[x.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
+                                outer, x.shape[axis], inner)
+    return out
+
+
+def cat(tensors: list[Tensor] | tuple[Tensor, ...], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis; all other sizes must agree."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: need at least one tensor")
+    first = tensors[0]
+    axis = normalize_axis(axis, first.ndim, "cat")
+    dtype = first.dtype
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(s != f for d, (s, f) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"cat: shapes {first.shape} and {t.shape} differ outside axis {axis}")
+        dtype = result_dtype(dtype, t.dtype)
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in tensors)
+    out = _new(tuple(shape), dtype)
+    start = 0
+    for t in tensors:
+        size = t.shape[axis]
+        copy_into(t, out._narrow(axis, start, size))  # write into a view of the output slab
+        start += size
+    return out
+
+
+def stack(tensors: list[Tensor] | tuple[Tensor, ...], axis: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new axis."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: need at least one tensor")
+    for t in tensors[1:]:
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"stack: shapes {tensors[0].shape} and {t.shape} differ")
+    axis = normalize_axis(axis, tensors[0].ndim + 1, "stack")
+    return cat([t.unsqueeze(axis) for t in tensors], axis)

@@ -1,0 +1,103 @@
+"""The kernel registry: which function computes each op, and how to swap in your own.
+
+Every Tensor op looks up its kernel here by name at call time, in the dict `KERNELS`. To try your own
+kernel, swap it in for a `with` block; the previous kernel comes back afterwards, even on an error:
+
+    import teenygrad
+    with teenygrad.kernels.use(add=my_add):
+        c = a + b                     # runs my_add
+
+A kernel never allocates its output and never sees a Tensor: the Tensor hands it flat numpy buffers,
+integer shapes/strides and a preallocated `out`, and the kernel fills `out`. Kernels may be plain Python
+(slow but fine for small tests) or decorated with `teenygrad._jit.kernel` to compile them with numba.
+
+Calling conventions
+-------------------
+Notation: a *buffer* is a 1-D numpy array holding a tensor's elements; a strided operand is
+(buffer, strides, offset) and its element at index (i0, ..., ik) is
+buffer[offset + i0*strides[0] + ... + ik*strides[k]]. `shape` and `strides` are 1-D int64 arrays.
+Shapes are *coalesced* (>= 1 dim, no size-1 dims, mergeable dims merged), and never contain a 0:
+empty tensors skip the kernel. All buffers of one call share a dtype (float32, float64, or int64 where
+it makes sense) except `copy`, which converts, and index arrays, which are int64.
+
+Elementwise, unary (neg exp log sqrt tanh sigmoid relu gelu abs):
+    fn(shape, x, x_strides, x_offset, out)
+        out: contiguous buffer of prod(shape) elements in row-major order; out[flat(i)] = f(x(i)).
+Elementwise, binary (add sub mul div pow maximum eq ne lt le gt ge):
+    fn(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+        out[flat(i)] = f(a(i), b(i)). Broadcast dims have stride 0 (a scalar is a 1-element buffer with
+        all strides 0). Comparisons write 1 or 0 into `out` (same dtype as the inputs).
+Reductions (sum max argmax), over the last axis of an (M, N) matrix:
+    fn(x, x_offset, M, sm, N, sn, out)
+        element (m, n) is x[x_offset + m*sm + n*sn]; out: contiguous length M; out[m] = reduce over n.
+        argmax's out is int64 (position n). max/argmax get N >= 1; sum may get N == 0.
+Row-wise (softmax log_softmax): same arguments as reductions, but out is contiguous (M*N,) row-major.
+Matrix multiply, on contiguous numpy arrays of one float dtype, `out` preallocated:
+    matmul(a, b, out)            a: (M, K), b: (K, N), out: (M, N)        (see `matmul.py`)
+    matmul_batched(a, b, out)    a: (B, M, K), b: (B, K, N), out: (B, M, N)
+        out is overwritten with the product (zeros when K == 0).
+Movement (see `movement.py`):
+    copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)     dst(i) = src(i)
+    gather(x, idx, out, outer, n_src, n_idx, inner)                           out[o,k,i] = x[o,idx[o,k,i],i]
+    index_select(x, idx, out, outer, n_src, inner)                            out[o,k,i] = x[o,idx[k],i]
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Callable, Iterator
+
+from teenygrad.kernels import elementwise, movement, reduce, softmax
+
+from teenygrad.kernels.matmul import matmul, matmul_batched
+
+
+def _comparison(code: int) -> Callable:
+    return functools.partial(elementwise.compare, code)
+
+
+KERNELS: dict[str, Callable] = {
+    **elementwise.UNARY,
+    **elementwise.BINARY,
+    **{name: _comparison(code) for code, name in enumerate(elementwise.COMPARISONS)},
+    "sum": reduce.sum, "max": reduce.max, "argmax": reduce.argmax,
+    "softmax": softmax.softmax, "log_softmax": softmax.log_softmax,
+    "matmul": matmul, "matmul_batched": matmul_batched,
+    "copy": movement.copy, "gather": movement.gather, "index_select": movement.index_select,
+}
+
+DEFAULTS: dict[str, Callable] = dict(KERNELS)
+
+
+def get(name: str) -> Callable:
+    """The kernel currently registered under `name`."""
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise KeyError(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(KERNELS))}") from None
+
+
+@contextlib.contextmanager
+def use(**swaps: Callable) -> Iterator[None]:
+    """Run a block with some kernels replaced: `with use(add=my_add, exp=my_exp): ...`.
+
+    The old kernels are restored when the block ends, also when it raises.
+    """
+    unknown = sorted(set(swaps) - set(KERNELS))
+    if unknown:
+        raise KeyError(f"unknown kernel name(s) {', '.join(unknown)}; known kernels: {', '.join(sorted(KERNELS))}")
+    saved = {name: KERNELS[name] for name in swaps}
+    KERNELS.update(swaps)
+    try:
+        yield
+    finally:
+        KERNELS.update(saved)
+
+
+def reset() -> None:
+    """Put every default kernel back (after an experiment that replaced `KERNELS[...]` by hand)."""
+    KERNELS.clear()
+    KERNELS.update(DEFAULTS)
+
+
+__all__ = ["KERNELS", "DEFAULTS", "get", "use", "reset"]

@@ -1,0 +1,64 @@
+"""Kernels that move data without arithmetic: strided copy (and dtype cast), gather, index_select.
+
+copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)
+    dst(i) = src(i) for every index i of `shape` (coalesced, >= 1 dim), both sides strided; converts
+    between dtypes. `contiguous()`, casts, `cat`, `stack` and slice assignment are all this one kernel.
+
+gather(x, idx, out, outer, n_src, n_idx, inner)
+    x: contiguous, read as (outer, n_src, inner); idx: contiguous int64 (outer, n_idx, inner);
+    out: contiguous (outer, n_idx, inner);  out[o, k, i] = x[o, idx[o, k, i], i].
+
+index_select(x, idx, out, outer, n_src, inner)
+    x: contiguous (outer, n_src, inner); idx: contiguous int64 of length n_idx;
+    out: contiguous (outer, n_idx, inner);  out[o, k, i] = x[o, idx[k], i]   (an embedding lookup).
+
+Indices may be negative (counted from the end, as in numpy); anything outside [-n_src, n_src) raises
+IndexError.
+"""
+from __future__ import annotations
+
+from teenygrad._jit import kernel
+from teenygrad.kernels.elementwise import row_start
+
+
+@kernel
+def copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset):
+    n, ss, ds = shape[-1], src_strides[-1], dst_strides[-1]
+    rows = 1
+    for d in range(shape.shape[0] - 1):
+        rows *= shape[d]
+    for r in range(rows):
+        i = row_start(r, shape, src_strides, src_offset)
+        o = row_start(r, shape, dst_strides, dst_offset)
+        for j in range(n):
+            dst[o + j * ds] = src[i + j * ss]
+
+
+@kernel
+def checked_index(k, n_src):
+    if k < 0:
+        k += n_src
+    if k < 0 or k >= n_src:
+        raise IndexError("index out of range")
+    return k
+
+
+@kernel
+def gather(x, idx, out, outer, n_src, n_idx, inner):
+    for o in range(outer):
+        for k in range(n_idx):
+            row = (o * n_idx + k) * inner
+            for i in range(inner):
+                src = checked_index(idx[row + i], n_src)
+                out[row + i] = x[(o * n_src + src) * inner + i]
+
+
+@kernel
+def index_select(x, idx, out, outer, n_src, inner):
+    n_idx = idx.shape[0]
+    for o in range(outer):
+        for k in range(n_idx):
+            src = (o * n_src + checked_index(idx[k], n_src)) * inner
+            dst = (o * n_idx + k) * inner
+            for i in range(inner):
+                out[dst + i] = x[src + i]

@@ -1,0 +1,75 @@
+"""Reduction kernels: sum, max, argmax over the last axis of an (M, N) strided matrix.
+
+Every reduction is brought to one shape first (see `teenygrad.dispatch`): the kept axes are flattened
+into M rows and the reduced axes into N columns, so that element (m, n) is
+    x[x_offset + m*sm + n*sn].
+Calling convention (the same for sum, max and argmax):
+    fn(x, x_offset, M, sm, N, sn, out)     out: contiguous, length M;  out[m] = reduce_n x(m, n)
+argmax writes int64 positions n (the first one on ties; numpy's rule that nan wins).
+
+Loop order matters for speed: walking memory with stride 1 is fast, jumping is slow. When the rows are
+closer together in memory than the columns (|sm| < |sn|, e.g. summing a C-order matrix over axis 0),
+we sweep n in the outer loop and update all M partial results in the inner one.
+
+Sums accumulate in float64 (a float32 running sum of a million numbers loses ~3 digits).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad._jit import kernel
+
+
+@kernel
+def sum(x, x_offset, M, sm, N, sn, out):  # noqa: A001 - the op's name
+    if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
+        acc = np.zeros(M, dtype=np.float64)
+        for n in range(N):
+            base = x_offset + n * sn
+            for m in range(M):
+                acc[m] += x[base + m * sm]
+        for m in range(M):
+            out[m] = acc[m]
+    else:
+        for m in range(M):
+            s = 0.0
+            base = x_offset + m * sm
+            for n in range(N):
+                s += x[base + n * sn]
+            out[m] = s
+
+
+@kernel
+def max(x, x_offset, M, sm, N, sn, out):  # noqa: A001
+    """Requires N >= 1 (the max of nothing is undefined; dispatch raises before calling)."""
+    if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
+        for m in range(M):
+            out[m] = x[x_offset + m * sm]
+        for n in range(1, N):
+            base = x_offset + n * sn
+            for m in range(M):
+                v = x[base + m * sm]
+                if v > out[m] or (v != v and out[m] == out[m]):
+                    out[m] = v
+    else:
+        for m in range(M):
+            base = x_offset + m * sm
+            best = x[base]
+            for n in range(1, N):
+                v = x[base + n * sn]
+                if v > best or (v != v and best == best):
+                    best = v
+            out[m] = best
+
+
+@kernel
+def argmax(x, x_offset, M, sm, N, sn, out):
+    """Requires N >= 1. Row-by-row: argmax is mostly taken over a contiguous last axis (class scores)."""
+    for m in range(M):
+        base = x_offset + m * sm
+        best, arg = x[base], 0
+        for n in range(1, N):
+            v = x[base + n * sn]
+            if v > best or (v != v and best == best):
+                best, arg = v, n
+        out[m] = arg

@@ -1,0 +1,371 @@
+"""The Tensor: a flat buffer seen through a shape, strides and an offset.
+
+    element (i0, ..., ik)  =  buffer[offset + i0*strides[0] + ... + ik*strides[k]]      (strides in elements)
+
+A contiguous (2, 3) tensor has strides (3, 1). Its transpose is the *same buffer* with shape (3, 2) and
+strides (1, 3): no element moves. Slicing, permuting, expanding (stride 0 repeats an element) and most
+reshapes are such views: they build a new (shape, strides, offset) and copy nothing. Arithmetic runs in
+teenygrad's own kernels (`teenygrad.kernels`), dispatched from `teenygrad.dispatch`; numpy only holds
+the buffer and converts data in and out.
+
+dtypes: float32 (the default for floats), float64 (for gradient checks), int64 (indices). Comparisons
+(==, <, ...) return 0/1 tensors of the operands' dtype, not bools: masks then multiply directly.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from teenygrad.kernels.layout import contiguous_strides, is_contiguous, prod
+from teenygrad.tensor_views import TensorViews
+
+float32, float64, int64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
+DTYPES = (float32, float64, int64)
+Scalar = int | float
+
+
+def as_dtype(dtype: object) -> np.dtype:
+    """Accepts teenygrad.float32, np.float32, 'float32', ...; rejects other dtypes by name."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unsupported dtype {dtype!r}; teenygrad supports float32, float64, int64") from None
+    if dt not in DTYPES:
+        raise TypeError(f"unsupported dtype {dt}; teenygrad supports float32, float64, int64")
+    return dt
+
+
+def _default_dtype(arr: np.ndarray, from_numpy: bool) -> np.dtype:
+    """numpy float arrays keep their precision; Python floats become float32; integers int64; bools float32."""
+    kind = arr.dtype.kind
+    if kind == "f" and from_numpy and arr.dtype in (float32, float64):
+        return arr.dtype
+    if kind in "fb":
+        return float32
+    if kind in "iu":
+        return int64
+    raise TypeError(f"unsupported dtype {arr.dtype}; teenygrad supports float32, float64, int64")
+
+
+class Tensor(TensorViews):
+    """An n-dimensional array of float32, float64 or int64 numbers. See the module docstring."""
+
+    __hash__ = object.__hash__  # we override ==, but tensors stay usable as dict keys (by identity)
+
+    def __init__(self, data: object, dtype: object = None) -> None:
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        from_numpy = isinstance(data, (np.ndarray, np.generic))
+        arr = np.asarray(data)
+        dt = as_dtype(dtype) if dtype is not None else _default_dtype(arr, from_numpy)
+        arr = np.array(arr, dtype=dt, copy=True, order="C")  # our own copy, in row-major order
+        self._buf: np.ndarray = arr.reshape(-1)
+        self.shape: tuple[int, ...] = arr.shape
+        self.strides: tuple[int, ...] = contiguous_strides(arr.shape)
+        self.offset: int = 0
+
+    @classmethod
+    def _make(cls, buf: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
+        """A tensor over an existing buffer (no checks, no copy): how every view is born."""
+        t = cls.__new__(cls)
+        t._buf, t.shape, t.strides, t.offset = buf, shape, strides, offset
+        return t
+
+    @classmethod
+    def _contiguous(cls, buf: np.ndarray, shape: tuple[int, ...]) -> Tensor:
+        return cls._make(buf, shape, contiguous_strides(shape), 0)
+
+    # ---- basic properties ----------------------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self._buf.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def is_contiguous(self) -> bool:
+        """True when the elements sit in row-major order without gaps (then reshape is always a view)."""
+        return is_contiguous(self.shape, self.strides)
+
+    def data_ptr(self) -> int:
+        """Address of the first element: two tensors sharing memory have related data pointers."""
+        return self._buf.ctypes.data + self.offset * self._buf.itemsize
+
+    # ---- getting data out ----------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A numpy array that *shares memory* with this tensor (read-only when some dim is broadcast)."""
+        if self.size == 0:
+            return np.empty(self.shape, dtype=self.dtype)
+        item = self._buf.itemsize
+        broadcast = any(st == 0 and n > 1 for n, st in zip(self.shape, self.strides))
+        return np.lib.stride_tricks.as_strided(self._buf[self.offset:], self.shape,
+                                               tuple(st * item for st in self.strides), writeable=not broadcast)
+
+    def tolist(self) -> list | Scalar:
+        return self.numpy().tolist()
+
+    def item(self) -> Scalar:
+        if self.size != 1:
+            raise ValueError(f"item: only a tensor with one element can be converted to a Python number, "
+                             f"got shape {self.shape}")
+        return self._buf[self.offset].item()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", threshold=1000)
+        return f"tensor({body}, dtype={self.dtype})"
+
+    # ---- dtype and layout ----------------------------------------------------------------------------
+    def to(self, dtype: object) -> Tensor:
+        """This tensor in another dtype (itself when the dtype already matches; else a converted copy)."""
+        if dtype is self._buf.dtype:  # the common case, checked first because binary ops call this twice
+            return self
+        dt = as_dtype(dtype)
+        return self if dt == self.dtype else dispatch.contiguous(self, dt)
+
+    def float(self) -> Tensor:
+        return self.to(float32)
+
+    def double(self) -> Tensor:
+        return self.to(float64)
+
+    def long(self) -> Tensor:
+        return self.to(int64)
+
+    def contiguous(self) -> Tensor:
+        """Itself if already contiguous, else a row-major copy (the `copy` kernel)."""
+        return self if self.is_contiguous() else dispatch.contiguous(self)
+
+    def clone(self) -> Tensor:
+        return dispatch.contiguous(self)
+
+
+    def _write(self, target: Tensor, value: Tensor | Scalar) -> None:
+        """target[...] = value, where target is a view of self (used by __setitem__)."""
+        src = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype)
+        dispatch.copy_into(src, target)
+
+    # ---- elementwise math (kernels: teenygrad.kernels.elementwise) -----------------------------------------
+    def neg(self) -> Tensor:
+        return dispatch.unary("neg", self)
+
+    def exp(self) -> Tensor:
+        return dispatch.unary("exp", self)
+
+    def log(self) -> Tensor:
+        """Natural logarithm (log 0 = -inf, log of a negative number = nan)."""
+        return dispatch.unary("log", self)
+
+    def sqrt(self) -> Tensor:
+        return dispatch.unary("sqrt", self)
+
+    def tanh(self) -> Tensor:
+        return dispatch.unary("tanh", self)
+
+    def sigmoid(self) -> Tensor:
+        """1 / (1 + exp(-x)), computed without overflow for large |x|."""
+        return dispatch.unary("sigmoid", self)
+
+    def relu(self) -> Tensor:
+        """max(x, 0)."""
+        return dispatch.unary("relu", self)
+
+    def gelu(self) -> Tensor:
+        """GELU, *tanh approximation* (as in GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        return dispatch.unary("gelu", self)
+
+    def abs(self) -> Tensor:
+        return dispatch.unary("abs", self)
+
+    def add(self, other: Tensor | Scalar) -> Tensor:
+        return dispatch.binary("add", self, other)
+
+    def sub(self, other: Tensor | Scalar) -> Tensor:
+        return dispatch.binary("sub", self, other)
+
+    def mul(self, other: Tensor | Scalar) -> Tensor:
+        return dispatch.binary("mul", self, other)
+
+    def div(self, other: Tensor | Scalar) -> Tensor:
+        return dispatch.binary("div", self, other)
+
+    def pow(self, other: Tensor | Scalar) -> Tensor:
+        return dispatch.binary("pow", self, other)
+
+    def maximum(self, other: Tensor | Scalar) -> Tensor:
+        """Elementwise max(a, b) (with broadcasting); nan if either is nan."""
+        return dispatch.binary("maximum", self, other)
+
+    __neg__, __abs__ = neg, abs
+
+    def __add__(self, o): return _binary_or_not("add", self, o)
+    def __radd__(self, o): return _binary_or_not("add", o, self)
+    def __sub__(self, o): return _binary_or_not("sub", self, o)
+    def __rsub__(self, o): return _binary_or_not("sub", o, self)
+    def __mul__(self, o): return _binary_or_not("mul", self, o)
+    def __rmul__(self, o): return _binary_or_not("mul", o, self)
+    def __truediv__(self, o): return _binary_or_not("div", self, o)
+    def __rtruediv__(self, o): return _binary_or_not("div", o, self)
+    def __pow__(self, o): return _binary_or_not("pow", self, o)
+    def __rpow__(self, o): return _binary_or_not("pow", o, self)
+    # comparisons give 0/1 tensors of the operands' dtype (see the module docstring)
+    def __eq__(self, o): return _binary_or_not("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o): return _binary_or_not("ne", self, o)  # type: ignore[override]
+    def __lt__(self, o): return _binary_or_not("lt", self, o)
+    def __le__(self, o): return _binary_or_not("le", self, o)
+    def __gt__(self, o): return _binary_or_not("gt", self, o)
+    def __ge__(self, o): return _binary_or_not("ge", self, o)
+
+    def __matmul__(self, other: Tensor) -> Tensor:
+        return dispatch.matmul(self, other) if isinstance(other, Tensor) else NotImplemented
+
+    def __rmatmul__(self, other: Tensor) -> Tensor:
+        return dispatch.matmul(other, self) if isinstance(other, Tensor) else NotImplemented
+
+    def matmul(self, other: Tensor) -> Tensor:
+        """Matrix product with numpy's rules (batch dims broadcast; 1-D operands are vectors)."""
+        return dispatch.matmul(self, other)
+
+    # ---- reductions (kernels: teenygrad.kernels.reduce) ----------------------------------------------------
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+        """Sum over `axis` (an int, a tuple of ints, or None = all); keepdim leaves size-1 axes in place."""
+        return dispatch.reduce("sum", self, axis, keepdim)
+
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+        return dispatch.reduce("max", self, axis, keepdim)
+
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+        return dispatch.mean(self, axis, keepdim)
+
+    def argmax(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+        """int64 position of the (first) largest element; over several axes, the position in those axes
+        flattened in row-major order (like numpy on a reshaped array)."""
+        return dispatch.reduce("argmax", self, axis, keepdim)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        """exp(x - max) / sum(exp(x - max)) along `axis`: subtracting the max keeps exp from overflowing."""
+        return dispatch.softmax("softmax", self, axis)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        """(x - max) - log(sum(exp(x - max))) along `axis`: never log(0), never overflow."""
+        return dispatch.softmax("log_softmax", self, axis)
+
+    # ---- indexing (kernels: teenygrad.kernels.movement) ----------------------------------------------------
+    def gather(self, axis: int, index: Tensor) -> Tensor:
+        """out[i][j] = self[index[i][j]][j] for axis 0 (and likewise for other axes); out has index's shape."""
+        return dispatch.gather(self, axis, index)
+
+    def index_select(self, axis: int, index: Tensor | Sequence[int]) -> Tensor:
+        """Whole slices along `axis` picked by an int64 index: an embedding lookup is
+        `table.index_select(0, token_ids)` of shape token_ids.shape + (dim,)."""
+        return dispatch.index_select(self, axis, index)
+
+
+def _binary_or_not(op: str, a: object, b: object) -> Tensor:
+    """Python operators return NotImplemented for operand types we do not know (so Python can try the
+    other operand's method, or raise its usual TypeError)."""
+    for x in (a, b):
+        if not isinstance(x, (Tensor, int, float, np.integer, np.floating)) or isinstance(x, bool):
+            return NotImplemented
+    return dispatch.binary(op, a, b)
+
+
+# ---- creation -------------------------------------------------------------------------------------------
+
+_generator = np.random.default_rng()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the global random generator used by rand/randn (and by anything else random in teenygrad)."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+
+
+def tensor(data: object, dtype: object = None) -> Tensor:
+    """Same as Tensor(data, dtype): nested lists, a numpy array, or a scalar (always copied)."""
+    return Tensor(data, dtype=dtype)
+
+
+def _dtype_or_default(dtype: object, default: np.dtype = float32) -> np.dtype:
+    return default if dtype is None else as_dtype(dtype)
+
+
+def full(shape: Sequence[int] | int, value: Scalar, dtype: object = None) -> Tensor:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    dt = _dtype_or_default(dtype, int64 if isinstance(value, int) and not isinstance(value, bool) else float32)
+    return Tensor._contiguous(np.full(prod(shape), value, dtype=dt), shape)
+
+
+def zeros(*shape: int | Sequence[int], dtype: object = None) -> Tensor:
+    return full(_shape(shape), 0.0, _dtype_or_default(dtype))
+
+
+def ones(*shape: int | Sequence[int], dtype: object = None) -> Tensor:
+    return full(_shape(shape), 1.0, _dtype_or_default(dtype))
+
+
+def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: object = None) -> Tensor:
+    """start, start+step, ... < stop (like range); int64 for int arguments, else float32."""
+    if stop is None:
+        start, stop = 0, start
+    is_int = all(isinstance(v, int) for v in (start, stop, step))
+    return Tensor(np.arange(start, stop, step), dtype=_dtype_or_default(dtype, int64 if is_int else float32))
+
+
+def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
+    """Uniform samples in [0, 1). `generator=np.random.default_rng(seed)` for a private stream."""
+    dt = _dtype_or_default(dtype)
+    if dt == int64:
+        raise TypeError("rand: dtype must be float32 or float64")
+    shape = _shape(shape)
+    return Tensor._contiguous((generator or _generator).random(prod(shape), dtype=dt), shape)
+
+
+def randn(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
+    """Standard normal samples (mean 0, variance 1)."""
+    dt = _dtype_or_default(dtype)
+    if dt == int64:
+        raise TypeError("randn: dtype must be float32 or float64")
+    shape = _shape(shape)
+    return Tensor._contiguous((generator or _generator).standard_normal(prod(shape), dtype=dt), shape)
+
+
+def _shape(args: tuple) -> tuple[int, ...]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(int(a) for a in args)
+
+
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Concatenate along an existing axis."""
+    return dispatch.cat(tensors, axis)
+
+
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Stack same-shaped tensors along a new axis."""
+    return dispatch.stack(tensors, axis)
+
+
+from teenygrad import dispatch  # noqa: E402 - dispatch builds Tensors, so it imports this module first

@@ -1,0 +1,180 @@
+"""Views: new (shape, strides, offset) over the same buffer; nothing is copied.
+
+    t.T                 shape (3, 2), strides (1, 3)   from shape (2, 3), strides (3, 1)
+    t[:, ::2]           stride of axis 1 doubles
+    t[::-1]             negative stride, offset at the last row
+    t.expand(4, 2, 3)   new leading axis with stride 0: every "copy" reads the same elements
+    t.reshape(6)        a view when the elements can be walked with new strides, else a copy
+
+`TensorViews` is a mixin of `Tensor`: it needs only `_make`, `shape`, `strides`, `offset` and `_buf`.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from teenygrad.kernels.layout import contiguous_strides, normalize_axis, prod, view_strides
+
+
+class TensorViews:
+    """Shape-changing operations that share memory with the original tensor."""
+
+    def reshape(self, *shape: int | Sequence[int]) -> TensorViews:
+        """Same elements (in row-major order), new shape; one size may be -1 (inferred).
+        A view when the strides allow it, otherwise a copy."""
+        new = self._infer_shape(_shape_args(shape), "reshape")
+        strides = view_strides(self.shape, self.strides, new)
+        if strides is None:  # the layout cannot be walked with new strides: copy, then view the copy
+            c = self.contiguous()
+            return self._make(c._buf, new, contiguous_strides(new), c.offset)
+        return self._make(self._buf, new, strides, self.offset)
+
+    def view(self, *shape: int | Sequence[int]) -> TensorViews:
+        """Like reshape, but never copies: raises if the layout does not allow a view."""
+        new = self._infer_shape(_shape_args(shape), "view")
+        strides = view_strides(self.shape, self.strides, new)
+        if strides is None:
+            raise ValueError(f"view: shape {new} is not compatible with the strides {self.strides} of shape "
+                             f"{self.shape}; use reshape (which copies) or contiguous() first")
+        return self._make(self._buf, new, strides, self.offset)
+
+    def _infer_shape(self, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
+        if shape.count(-1) > 1:
+            raise ValueError(f"{op}: only one dimension can be -1, got {shape}")
+        if -1 in shape:
+            known = prod(tuple(s for s in shape if s != -1))
+            if known == 0 or self.size % known:
+                raise ValueError(f"{op}: cannot reshape tensor of shape {self.shape} into {shape}")
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if prod(shape) != self.size or any(s < 0 for s in shape):
+            raise ValueError(f"{op}: cannot reshape tensor of shape {self.shape} into {shape}")
+        return shape
+
+    def permute(self, *dims: int | Sequence[int]) -> TensorViews:
+        """Reorder axes: result axis i is input axis dims[i]."""
+        order = tuple(normalize_axis(d, self.ndim, "permute") for d in _shape_args(dims))
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute: {tuple(dims)} is not a permutation of the {self.ndim} axes")
+        return self._make(self._buf, tuple(self.shape[d] for d in order),
+                            tuple(self.strides[d] for d in order), self.offset)
+
+    def transpose(self, dim0: int = -2, dim1: int = -1) -> TensorViews:
+        """Swap two axes (by default the last two)."""
+        order = list(range(self.ndim))
+        a, b = normalize_axis(dim0, self.ndim, "transpose"), normalize_axis(dim1, self.ndim, "transpose")
+        order[a], order[b] = order[b], order[a]
+        return self.permute(*order)
+
+    @property
+    def T(self) -> TensorViews:  # noqa: N802 - numpy's name
+        """All axes reversed (the usual transpose for a matrix)."""
+        return self.permute(*reversed(range(self.ndim)))
+
+    def expand(self, *sizes: int | Sequence[int]) -> TensorViews:
+        """Repeat size-1 axes (and add leading axes) without copying: their stride becomes 0.
+        -1 keeps a size."""
+        sizes = _shape_args(sizes)
+        if len(sizes) < self.ndim:
+            raise ValueError(f"expand: cannot expand shape {self.shape} to {sizes} (fewer dimensions)")
+        pad = len(sizes) - self.ndim
+        shape, strides = list(sizes[:pad]), [0] * pad
+        for s, n, st in zip(sizes[pad:], self.shape, self.strides):
+            if s == -1 or s == n:
+                shape.append(n)
+                strides.append(st)
+            elif n == 1 and s >= 0:
+                shape.append(s)
+                strides.append(0)
+            else:
+                raise ValueError(f"expand: cannot expand shape {self.shape} to {sizes}")
+        if any(s < 0 for s in shape):
+            raise ValueError(f"expand: -1 is not allowed for the new leading dimensions in {sizes}")
+        return self._make(self._buf, tuple(shape), tuple(strides), self.offset)
+
+    def squeeze(self, axis: int | None = None) -> TensorViews:
+        """Drop size-1 axes (all of them, or just `axis` if it has size 1)."""
+        if axis is None:
+            keep = [d for d in range(self.ndim) if self.shape[d] != 1]
+        else:
+            a = normalize_axis(axis, self.ndim, "squeeze")
+            keep = [d for d in range(self.ndim) if d != a or self.shape[d] != 1]
+        return self._make(self._buf, tuple(self.shape[d] for d in keep),
+                            tuple(self.strides[d] for d in keep), self.offset)
+
+    def unsqueeze(self, axis: int) -> TensorViews:
+        """Insert a size-1 axis at position `axis` (which may be ndim, or negative)."""
+        a = normalize_axis(axis, self.ndim + 1, "unsqueeze")
+        return self._make(self._buf, self.shape[:a] + (1,) + self.shape[a:],
+                            self.strides[:a] + (0,) + self.strides[a:], self.offset)
+
+    def flatten(self, start: int = 0, end: int = -1) -> TensorViews:
+        """Merge axes start..end (inclusive) into one."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = normalize_axis(start, self.ndim, "flatten"), normalize_axis(end, self.ndim, "flatten")
+        return self.reshape(*self.shape[:s], prod(self.shape[s:e + 1]), *self.shape[e + 1:])
+
+    def _narrow(self, axis: int, start: int, length: int) -> TensorViews:
+        """View of `length` entries along `axis` from `start` (no checks: internal)."""
+        shape = self.shape[:axis] + (length,) + self.shape[axis + 1:]
+        return self._make(self._buf, shape, self.strides, self.offset + start * self.strides[axis])
+
+    def __getitem__(self, key: object) -> TensorViews:
+        """Basic indexing is a view: ints, slices (any step, also negative), None (new axis), `...`.
+        An int64 tensor (or list) as the whole key selects rows: t[idx] == t.index_select(0, idx)."""
+        if isinstance(key, (TensorViews, list, np.ndarray)):
+            return self.index_select(0, key)
+        return _basic_index(self, key if isinstance(key, tuple) else (key,))
+
+    def __setitem__(self, key: object, value: object) -> None:
+        """Write into a view: t[0] = 1.0, t[:, 2:4] = other (broadcast to the view's shape)."""
+        target = _basic_index(self, key if isinstance(key, tuple) else (key,))
+        self._write(target, value)
+
+
+def _shape_args(args: tuple) -> tuple[int, ...]:
+    """Allow both f(2, 3) and f((2, 3))."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(operator.index(a) for a in args)
+
+
+def _basic_index(t: TensorViews, key: tuple) -> TensorViews:
+    """Resolve ints, slices, None and Ellipsis into a view: walk the key, consuming one axis per int/slice."""
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > t.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    shape, strides, offset, d = [], [], t.offset, 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+        elif k is Ellipsis:
+            for _ in range(t.ndim - consumed):
+                shape.append(t.shape[d])
+                strides.append(t.strides[d])
+                d += 1
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(t.shape[d])
+            n = len(range(start, stop, step))
+            if n:
+                offset += start * t.strides[d]
+            shape.append(n)
+            strides.append(t.strides[d] * step)
+            d += 1
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise TypeError(f"unsupported index {k!r} of type {type(k).__name__}") from None
+            if not -t.shape[d] <= i < t.shape[d]:
+                raise IndexError(f"index {i} is out of bounds for axis {d} with size {t.shape[d]}")
+            offset += (i % t.shape[d]) * t.strides[d]
+            d += 1
+    shape += t.shape[d:]
+    strides += t.strides[d:]
+    return t._make(t._buf, tuple(shape), tuple(strides), offset)
