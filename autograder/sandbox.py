@@ -1,0 +1,245 @@
+"""Run one learner's kernel in a sandbox: `python -m autograder.sandbox SPEC.json -- KERNEL COMMAND...`.
+
+nbgrader starts kernels from a kernelspec; the grader writes one whose argv goes through this module, so
+the process nbgrader sees as "the kernel" is this wrapper, and the learner's code runs in a child that:
+
+- lives in new pid, mount and network namespaces (when we are root): it sees only its own processes, has
+  no network at all (the kernel talks to nbgrader over Unix sockets), and cannot signal the grader;
+- is chrooted into a root filesystem built from an allowlist (system folders, Python, the virtualenv and
+  the teenygrad package, read-only, plus its own work folder), so the course directory, gradebook,
+  solutions, judges, tests and other submissions do not exist for it; /tmp and HOME are private;
+- runs as an unprivileged uid of its own, so it can write nothing outside its work folder;
+- has limits: address space and file size (rlimits), process count (cgroup pids.max or RLIMIT_NPROC),
+  memory (cgroup memory limit when available).
+
+The wrapper itself stays outside: it enforces the wall-clock limit by killing the child's whole pid
+namespace (a numba loop ignores the kernel interrupt, so killing is the only sure stop) and writes what
+happened to `status_file` for the grader. Without root it falls back to rlimits, a new session and the
+wall clock, and says so in the status file.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REMOUNT, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 32, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
+CGROUP = Path("/sys/fs/cgroup")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                       data.encode() if data else None), f"mount {target}")
+
+
+def _build_root(spec: dict) -> Path:
+    """A new root filesystem holding only what a kernel needs: an allowlist, not a blocklist.
+
+    System folders, the Python installation, the virtualenv and the teenygrad package are bound in
+    read-only; the work folder read-write; /tmp and /dev/shm are fresh tmpfs. Everything else (the course,
+    the gradebook, solutions, judges, other submissions, wherever they live) simply does not exist inside.
+    """
+    root = Path(f"/dev/shm/teenygrad-root-{spec['id']}")
+    root.mkdir(parents=True, exist_ok=True)
+    _mount("tmpfs", str(root), "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    for path in spec["read_only"]:
+        inside = root / path.lstrip("/")
+        if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(path), inside)
+        elif os.path.exists(path):
+            inside.mkdir(parents=True, exist_ok=True)
+            _mount(path, str(inside), None, MS_BIND | MS_REC)
+            _mount("none", str(inside), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    (root / "dev").mkdir(exist_ok=True)
+    _mount("/dev", str(root / "dev"), None, MS_BIND | MS_REC)  # /dev/null, /dev/urandom
+    _mount("tmpfs", str(root / "dev" / "shm"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+    for folder, fstype, data in (("tmp", "tmpfs", "size=256m,mode=1777"), ("proc", "proc", None)):
+        (root / folder).mkdir(exist_ok=True)
+        _mount(fstype, str(root / folder), fstype, MS_NOSUID | MS_NODEV, data)
+    work = root / spec["work_dir"].lstrip("/")
+    work.mkdir(parents=True, exist_ok=True)
+    _mount(spec["work_dir"], str(work), None, MS_BIND)
+    return root
+
+
+def _chroot_into(root: Path) -> None:
+    os.chdir(root)
+    os.chroot(".")
+    os.chdir("/")
+
+
+def _cgroups(spec: dict, pid: int) -> list[Path]:
+    """Put `pid` in fresh pids and memory cgroups (cgroup v1) when the machine lets us; return them."""
+    made = []
+    name = f"teenygrad-{spec['id']}"
+    for controller, settings in (("pids", {"pids.max": spec["max_processes"]}),
+                                 ("memory", {"memory.limit_in_bytes": spec["memory_bytes"],
+                                             "memory.memsw.limit_in_bytes": spec["memory_bytes"]})):
+        group = CGROUP / controller / name
+        try:
+            group.mkdir(exist_ok=True)
+            for key, value in settings.items():
+                try:
+                    (group / key).write_text(str(value))
+                except OSError:
+                    pass  # memsw exists only with swap accounting
+            (group / "cgroup.procs").write_text(str(pid))
+            made.append(group)
+        except OSError:
+            continue
+    return made
+
+
+def _child(spec: dict, argv: list[str], isolated: bool, ready: int) -> None:
+    """In the child: finish the sandbox, drop privileges, become the kernel. Never returns."""
+    try:
+        os.read(ready, 1)  # wait until the wrapper has put us in our cgroups
+        os.close(ready)
+        work = spec["work_dir"]
+        if isolated:
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the wrapper dies -> so does the sandbox
+            # our own mounts and no network; the wrapper keeps its view to write the status file
+            _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+            _mount("none", "/", None, MS_REC | MS_PRIVATE)
+            _chroot_into(_build_root(spec))
+        os.chdir(work)
+        limits = {resource.RLIMIT_AS: spec["address_space_bytes"], resource.RLIMIT_FSIZE: spec["file_bytes"],
+                  resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: spec["max_processes"]}
+        if isolated:
+            os.setgroups([])
+            os.setgid(spec["uid"])
+            os.setuid(spec["uid"])
+        else:
+            os.setsid()
+        for which, value in limits.items():
+            resource.setrlimit(which, (value, value))
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
+        env.update(spec["env"])
+        env.update(HOME=spec["home"], TMPDIR="/tmp" if isolated else spec["home"], PYTHONNOUSERSITE="1")
+        os.execve(argv[0], argv, env)
+    except BaseException as e:  # the grader reads the reason from the kernel never answering + stderr
+        print(f"sandbox: could not start the kernel: {e}", file=sys.stderr, flush=True)
+        os._exit(127)
+
+
+def _write_status(spec: dict, **status) -> None:
+    path = Path(spec["status_file"])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status))
+    tmp.replace(path)
+
+
+def run(spec: dict, argv: list[str]) -> int:
+    # the connection file nbgrader wrote is readable by root only: hand the sandbox its own copy
+    if "-f" in argv:
+        i = argv.index("-f") + 1
+        own = Path(spec["work_dir"]) / ".kernel-connection.json"
+        shutil.copyfile(argv[i], own)
+        os.chown(own, spec["uid"], spec["uid"]) if os.geteuid() == 0 else None
+        argv = argv[:i] + [str(own)] + argv[i + 1:]
+
+    isolated = os.geteuid() == 0 and spec.get("isolate", True)
+    if isolated:
+        try:
+            _check(_libc.unshare(CLONE_NEWPID), "unshare")  # our next child is pid 1 of a new namespace
+        except OSError:
+            isolated = False
+    start = time.monotonic()
+    ready, go = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go)
+        _child(spec, argv, isolated, ready)
+    os.close(ready)
+    groups = _cgroups(spec, pid) if isolated else []
+    os.write(go, b"1")
+    os.close(go)
+
+    def forward(signum, _frame):  # nbgrader interrupts or stops "the kernel": pass it on
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    deadline = start + spec["wall_seconds"]
+    outcome, code = "exited", 0
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            outcome = "timeout"
+            _kill(pid, isolated)
+            os.waitpid(pid, 0)
+            code = -signal.SIGKILL
+            break
+        time.sleep(0.05)
+    if outcome == "exited" and code == -signal.SIGKILL and any(_oom(g) for g in groups):
+        outcome = "memory"
+    _write_status(spec, outcome=outcome, exit_code=code, seconds=round(time.monotonic() - start, 2),
+                  isolation="namespaces+uid+cgroups" if isolated else "rlimits+session (not root)")
+    for group in groups:
+        _remove_cgroup(group)
+    shutil.rmtree(f"/dev/shm/teenygrad-root-{spec['id']}", ignore_errors=True)  # empty mount points
+    return 0 if code == 0 else 1
+
+
+def _kill(pid: int, isolated: bool) -> None:
+    try:
+        if isolated:
+            os.kill(pid, signal.SIGKILL)  # pid 1 of its namespace: the kernel kills everything inside
+        else:
+            os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _oom(group: Path) -> bool:
+    try:
+        return "oom_kill 0" not in (group / "memory.oom_control").read_text() or int(
+            (group / "memory.failcnt").read_text()) > 0
+    except (OSError, ValueError):
+        return False
+
+
+def _remove_cgroup(group: Path) -> None:
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def main() -> int:
+    if len(sys.argv) < 4 or sys.argv[2] != "--":
+        print("usage: python -m autograder.sandbox SPEC.json -- KERNEL COMMAND...", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    return run(spec, sys.argv[3:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
