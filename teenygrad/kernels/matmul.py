@@ -34,11 +34,11 @@ from teenygrad._jit import JIT_ENABLED, kernel, prange
 # 32 MiB shared L3); `benchmarks/matmul.py` is the script that measures them.
 # ---------------------------------------------------------------------------------------------------
 
-# Step 3 (cache blocking): a BLOCK_K x BLOCK_J tile of B (128 x 256 float32 = 128 KiB) sits in L2 while
-# BLOCK_I rows of A and C stream past it.
-BLOCK_I = 64
+# Step 3 (cache blocking): a BLOCK_K x BLOCK_J tile of B (128 x 1024 float32 = 512 KiB) sits in L2
+# while BLOCK_I rows of A and C stream past it; a BLOCK_J strip of a row of C (4 KiB) stays in L1.
+BLOCK_I = 32
 BLOCK_K = 128
-BLOCK_J = 256
+BLOCK_J = 1024
 
 # Steps 4-5 (register tiling): the micro-kernel computes an MR x NR block of C. With float32, NR = 32
 # columns are two 512-bit vectors, so the 6 x 32 block lives in 12 of the 32 AVX-512 registers, and each
@@ -144,9 +144,15 @@ def matmul_blocked(a, b, out):
 
     In the reordered kernel each row of `out` sweeps through *all* of `b` (K x N elements); once `b` is
     larger than the caches, it is fetched from main memory again for every row of A. Here the loops are
-    split so a BLOCK_K x BLOCK_J tile of B (128 KiB for float32) is reused by BLOCK_I rows of A while it
+    split so a BLOCK_K x BLOCK_J tile of B (512 KiB for float32) is reused by BLOCK_I rows of A while it
     is still in L2, and the BLOCK_J-wide strip of an output row stays in L1 across the k loop. Memory
     traffic drops by about a factor BLOCK_I; the inner loop is the same vectorised stream as before.
+    Measure before you believe it, though: on a CPU with a large, fast L3 (32 MiB here) B fits in cache
+    up to N ~ 2800 anyway, and both kernels are limited by something else, the load and store of
+    out[i, j] around every single multiply-add. Blocking pays off at large sizes; the big win needs C
+    kept in registers (step 4).
+    (The inner loop runs over row slices indexed from 0: with `out[i, j0 + j]` the compiler cannot prove the index
+    is non-negative, keeps numpy's negative-index wraparound check, and gives up on vectorising.)
     """
     M, K = a.shape
     N = b.shape[1]
@@ -160,10 +166,12 @@ def matmul_blocked(a, b, out):
             for j0 in range(0, N, BLOCK_J):
                 j1 = min(j0 + BLOCK_J, N)
                 for i in range(i0, i1):
+                    out_row = out[i, j0:j1]
                     for k in range(k0, k1):
                         aik = a[i, k]
-                        for j in range(j0, j1):
-                            out[i, j] += aik * b[k, j]
+                        b_row = b[k, j0:j1]
+                        for j in range(j1 - j0):
+                            out_row[j] += aik * b_row[j]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -347,13 +355,7 @@ def matmul_tiled(a, b, out):
 # 5. Parallel
 # ---------------------------------------------------------------------------------------------------
 @kernel(parallel=True)
-def matmul_parallel(a, b, out):
-    """`matmul_tiled` on all cores: the B block is packed once (panels shared out among threads), then
-    the rows of C are split into equal blocks, one or more per thread (prange).
-
-    Each block packs its own rows of A into its own buffer and writes only its own rows of C, so no two
-    threads ever write the same memory: no locks, no races. The number of row blocks is a multiple of
-    the thread count and their heights are multiples of MR, so the threads get equal work."""
+def _matmul_parallel(a, b, out, threads):
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
@@ -361,7 +363,6 @@ def matmul_parallel(a, b, out):
     if K == 0:
         _zero(out)
         return
-    threads = numba.get_num_threads() if JIT_ENABLED else 1
     # Row blocks: at most ~MC rows each, a multiple of the thread count, each a multiple of MR tall.
     nblocks = (M + MC - 1) // MC
     nblocks = ((nblocks + threads - 1) // threads) * threads
@@ -380,6 +381,21 @@ def matmul_parallel(a, b, out):
                 ap = np.empty(mc_blk * kc, a.dtype)
                 _pack_a(a, ic, mc, pc, kc, ap)
                 _macro_kernel(ap, bp, mc, nc, kc, out, ic, jc, pc > 0)
+
+
+def _num_threads() -> int:
+    return numba.get_num_threads() if JIT_ENABLED else 1
+
+
+def matmul_parallel(a, b, out):
+    """`matmul_tiled` on all cores: the B block is packed once (panels shared out among threads), then
+    the rows of C are split into equal blocks, one or more per thread (prange).
+
+    Each block packs its own rows of A into its own buffer and writes only its own rows of C, so no two
+    threads ever write the same memory: no locks, no races. The number of row blocks is a multiple of
+    the thread count and their heights are multiples of MR, so the threads get equal work.
+    (A thin Python wrapper: it asks numba for the thread count, which a cached kernel cannot do.)"""
+    _matmul_parallel(a, b, out, _num_threads())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -415,13 +431,13 @@ def _batched_over_batch(a, b, out):
 def matmul_batched(a, b, out):
     """(batch, M, K) @ (batch, K, N) -> out (batch, M, N), all C-contiguous, same float dtype.
 
-    Attention multiplies many small matrices (e.g. 48 of (64, 32) @ (32, 64)): too small to split one
+    Attention multiplies many small matrices (e.g. 48 of (64, 32) @ (32, 64)): each too small to split
     across threads, so the batch is shared among threads instead, each running the serial tiled kernel.
     With fewer batch elements than threads, each product is split across threads instead."""
     batch = a.shape[0]
     if batch == 0:
         return
-    if batch < numba.get_num_threads() if JIT_ENABLED else False:
+    if batch < _num_threads():
         for t in range(batch):
             matmul(a[t], b[t], out[t])
     else:

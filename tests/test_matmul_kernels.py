@@ -1,0 +1,138 @@
+"""The matmul kernels of Chapter 3 (teenygrad/kernels/matmul.py) against numpy as the oracle."""
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+mm = importlib.import_module("teenygrad.kernels.matmul")
+
+DTYPES = [np.float32, np.float64]
+# Sizes that matter to the kernels: 0, 1, primes, and either side of the tile and block sizes.
+EDGES = sorted({0, 1, 2, 3, 5, 7, 13, mm.MR - 1, mm.MR, mm.MR + 1, 2 * mm.MR + 1, mm.NR - 1, mm.NR, mm.NR + 1,
+                2 * mm.NR + 3})
+dims = st.one_of(st.sampled_from(EDGES), st.integers(0, 80))
+
+
+def check(out, a, b):
+    """out must equal a @ b up to rounding: |error| <= c * eps * K * (|a| @ |b|), elementwise."""
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    K = a.shape[-1]
+    eps = np.finfo(a.dtype).eps
+    tol = 4 * eps * max(K, 1) * bound + np.finfo(a.dtype).tiny
+    err = np.abs(out.astype(np.float64) - ref)
+    assert out.shape == ref.shape
+    assert np.all(err <= tol), f"max error {err.max()} (allowed {tol.max()}) for {a.shape} @ {b.shape} {a.dtype}"
+
+
+def run(fn, a, b):
+    out = np.full((a.shape[0], b.shape[1]), np.nan, a.dtype)   # kernels must overwrite every element
+    fn(a, b, out)
+    return out
+
+
+def operands(rng, M, K, N, dtype):
+    return (rng.standard_normal((M, K)).astype(dtype), rng.standard_normal((K, N)).astype(dtype))
+
+
+def test_registry():
+    assert list(mm.KERNELS) == ["naive", "reordered", "blocked", "tiled", "parallel"]
+    assert mm.DEFAULT in mm.KERNELS
+    for fn in [*mm.KERNELS.values(), mm.matmul, mm.matmul_batched]:
+        assert fn.__doc__ or getattr(fn, "py_func", fn).__doc__
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0, 0, 0), (0, 3, 4), (3, 0, 4), (3, 4, 0), (1, 1, 1), (1, 5, 1), (7, 13, 3),
+                                   (1, 300, 1), (300, 1, 2), (2, 1, 300), (1000, 3, 2), (2, 3, 1000),
+                                   (64, 64, 64), (65, 65, 65)])
+@pytest.mark.parametrize("name", list(mm.KERNELS) + ["default"])
+def test_fixed_shapes(name, shape, dtype):
+    fn = mm.matmul if name == "default" else mm.KERNELS[name]
+    a, b = operands(np.random.default_rng(0), *shape, dtype)
+    check(run(fn, a, b), a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["blocked", "tiled", "parallel", "default"])
+def test_across_blocks(name, dtype):
+    """Shapes that cross every cache block (MC, KC, BLOCK_*), so partial blocks and the accumulate path run."""
+    fn = mm.matmul if name == "default" else mm.KERNELS[name]
+    M = max(mm.MC, mm.BLOCK_I) + mm.MR + 1
+    K = max(mm.KC, mm.BLOCK_K) + 3
+    N = max(mm.BLOCK_J, 2 * mm.NR) + 5
+    a, b = operands(np.random.default_rng(1), M, K, N, dtype)
+    check(run(fn, a, b), a, b)
+
+
+def test_k_zero_gives_zeros():
+    for fn in [*mm.KERNELS.values(), mm.matmul]:
+        out = np.full((3, 4), 7.0, np.float32)
+        fn(np.empty((3, 0), np.float32), np.empty((0, 4), np.float32), out)
+        assert np.all(out == 0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=dims, K=dims, N=dims, dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+def test_kernels_random_shapes(M, K, N, dtype, seed):
+    a, b = operands(np.random.default_rng(seed), M, K, N, dtype)
+    for name, fn in list(mm.KERNELS.items()) + [("default", mm.matmul)]:
+        if name == "naive" and M * N * K > 40**3:
+            continue
+        check(run(fn, a, b), a, b)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(100, 700), K=st.integers(1, 600), N=st.integers(1, 300), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2**32 - 1))
+def test_fast_kernels_larger_shapes(M, K, N, dtype, seed):
+    a, b = operands(np.random.default_rng(seed), M, K, N, dtype)
+    for fn in [mm.matmul_tiled, mm.matmul_parallel, mm.matmul]:
+        check(run(fn, a, b), a, b)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(B=st.integers(0, 6), M=dims, K=dims, N=dims, dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+def test_batched(B, M, K, N, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((B, M, K)).astype(dtype)
+    b = rng.standard_normal((B, K, N)).astype(dtype)
+    out = np.full((B, M, N), np.nan, dtype)
+    mm.matmul_batched(a, b, out)
+    for t in range(B):
+        check(out[t], a[t], b[t])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batched_attention_shapes(dtype):
+    rng = np.random.default_rng(2)
+    for shape_a, shape_b in [((48, 64, 32), (48, 32, 64)), ((48, 64, 64), (48, 64, 32)), ((1, 65, 33), (1, 33, 66))]:
+        a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
+        out = np.full((shape_a[0], shape_a[1], shape_b[2]), np.nan, dtype)
+        mm.matmul_batched(a, b, out)
+        for t in range(shape_a[0]):
+            check(out[t], a[t], b[t])
+
+
+def test_plain_python_mode():
+    """TEENYGRAD_JIT=0 runs the same kernels as Python (for debugging); results must still be right."""
+    code = (
+        "import importlib, numpy as np\n"
+        "mm = importlib.import_module('teenygrad.kernels.matmul')\n"
+        "rng = np.random.default_rng(0)\n"
+        "a, b = rng.standard_normal((7, 9)), rng.standard_normal((9, 35))\n"
+        "for fn in list(mm.KERNELS.values()) + [mm.matmul]:\n"
+        "    out = np.empty((7, 35)); fn(a, b, out); assert np.allclose(out, a @ b), fn\n"
+        "out = np.empty((2, 7, 35)); mm.matmul_batched(np.stack([a, a]), np.stack([b, b]), out)\n"
+        "assert np.allclose(out[1], a @ b)\n"
+    )
+    env = dict(os.environ, TEENYGRAD_JIT="0")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root, timeout=120)
