@@ -1,7 +1,11 @@
 """The autograder's command line: `python -m autograder COMMAND --help`.
 
-    check NOTEBOOK        grade one notebook (a learner checking their own work)
-    release               regenerate exercises/ from solutions/ with nbgrader
+Learner:     check NOTEBOOK                 grade one notebook, print points per part, write feedback HTML
+Instructor:  collect SOURCE -a ASSIGNMENT   take a class's submissions (folders or a platform's zip)
+             grade ASSIGNMENT [--jobs N]     grade them all (resumes; --force regrades)
+             feedback ASSIGNMENT            write per-learner feedback HTML
+             export [ASSIGNMENT]            grades as CSV
+Authors:     release                        regenerate exercises/ from solutions/
 """
 from __future__ import annotations
 
@@ -17,10 +21,15 @@ from autograder import course
 from autograder.notebooks import BadNotebook, read_notebook
 
 
+def _known(assignment: str) -> str:
+    if assignment not in course.assignments():
+        raise BadNotebook(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
+    return assignment
+
+
 def _print_table(result) -> None:
-    title = course.assignment_title(result.assignment)
-    print(f"{title}  ({result.assignment})")
-    width = max([len(p.name) for p in result.parts] + [4])
+    print(f"{course.assignment_title(result.assignment)}  ({result.assignment})")
+    width = max([len(p.name) for p in result.parts] + [5])
     print(f"  {'part':<{width}}  points  why points were lost")
     for p in result.parts:
         print(f"  {p.name:<{width}}  {p.score:>2g} / {p.max_score:<2g} {p.message}")
@@ -32,13 +41,13 @@ def _print_table(result) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from autograder.grading import check_notebook
+    from autograder import batch, collect, gradebook
 
     path = Path(args.notebook)
     nb = read_notebook(path)
     known = course.assignments()
-    if args.assignment and args.assignment not in known:
-        raise BadNotebook(f"unknown assignment {args.assignment!r}; known: {', '.join(known)}")
+    if args.assignment:
+        _known(args.assignment)
     found = course.identify(nb)
     if found is None:
         raise BadNotebook(f"{path}: not a teenygrad exercise (no graded cells of {', '.join(known)}); "
@@ -48,13 +57,74 @@ def cmd_check(args: argparse.Namespace) -> int:
                           f"(known: {', '.join(known)})")
     if args.assignment and found != args.assignment:
         raise BadNotebook(f"{path}: this notebook is assignment {found}, not {args.assignment}")
-    assignment = found
-    feedback = Path(args.feedback) if args.feedback else path.with_suffix(".feedback.html")
-    result = check_notebook(nb, assignment, feedback)
+    with tempfile.TemporaryDirectory(prefix="teenygrad-check-") as tmp:
+        root = Path(tmp)
+        collect.store(root, found, "learner", path.name, path.read_bytes(), collect.CollectReport())
+        results, _ = batch.grade_all(root, found, progress=False)
+        result = results[0]
+        pages = gradebook.feedback(root, None, found, "learner")
+        feedback = Path(args.feedback) if args.feedback else path.with_suffix(".feedback.html")
+        if pages:
+            feedback.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pages[0], feedback)
+            result.feedback = str(feedback)
     if args.json:
-        print(json.dumps(result.to_json()))
+        print(json.dumps({k: v for k, v in result.to_json().items() if k not in ("sha256",)}))
     else:
         _print_table(result)
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from autograder import collect
+
+    assignment = _known(args.assignment)
+    report = collect.collect(Path(args.source), Path(args.course), assignment)
+    print(f"{len(report.new)} new submissions, {len(report.unchanged)} unchanged, {len(report.problems)} problems "
+          f"-> {Path(args.course) / 'submitted'}")
+    for problem in report.problems:
+        print(f"  problem: {problem}")
+    return 1 if report.problems and not (report.new or report.unchanged) else 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from autograder import batch
+    from autograder.grading import Limits
+
+    assignment = _known(args.assignment)
+    root = Path(args.course)
+    if not batch.submissions(root, assignment):
+        raise BadNotebook(f"no submissions of {assignment} in {root / 'submitted'}: run `collect` first")
+    limits = Limits(wall_seconds=args.timeout) if args.timeout else Limits()
+    results, skipped = batch.grade_all(root, assignment, args.db, jobs=args.jobs, force=args.force, limits=limits)
+    width = max([len(r.student) for r in results] + [7])
+    if results:
+        print(f"{'learner':<{width}}  score    problem")
+        for r in results:
+            first = r.error or next((f"{p.name}: {p.message}" for p in r.parts if p.message), "")
+            print(f"{r.student:<{width}}  {r.score:>3g}/{r.max_score:<3g}  {first[:100]}")
+    print(f"graded {len(results)}, skipped {len(skipped)} already graded (--force regrades them)")
+    return 0
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from autograder import gradebook
+
+    pages = gradebook.feedback(Path(args.course), args.db, _known(args.assignment), args.student)
+    print(f"{len(pages)} feedback pages in {Path(args.course) / 'feedback'}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from autograder import gradebook
+
+    assignments = [_known(args.assignment)] if args.assignment else course.assignments()
+    if args.out:
+        with open(args.out, "w", newline="") as out:
+            rows = gradebook.export(Path(args.course), args.db, out, assignments)
+        print(f"{rows} rows -> {args.out}")
+    else:
+        gradebook.export(Path(args.course), args.db, sys.stdout, assignments)
     return 0
 
 
@@ -64,15 +134,21 @@ def cmd_release(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for assignment in args.assignments or course.assignments():
         with tempfile.TemporaryDirectory(prefix="teenygrad-release-") as tmp:
-            released = course.generate(Path(tmp), assignment)
+            released = course.generate(Path(tmp), _known(assignment))
             shutil.copyfile(released, out / f"{assignment}.ipynb")
-        print(f"{out / (assignment + '.ipynb')}")
+        print(out / f"{assignment}.ipynb")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m autograder", description="Grade teenygrad exercises with nbgrader.")
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def course_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--course", default="course", help="the nbgrader course directory (default: ./course)")
+        p.add_argument("--db", metavar="URL", help="gradebook database URL, any SQLAlchemy URL nbgrader accepts, "
+                       "e.g. postgresql://user@host/course (default: sqlite in the course directory)")
 
     p = sub.add_parser("check", help="grade one notebook and print points per part",
                        description="Grade one learner's notebook with its visible and hidden tests.")
@@ -81,6 +157,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--feedback", metavar="HTML", help="where to write the feedback (default: NOTEBOOK.feedback.html)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("collect", help="take a class's submissions into the course",
+                       description="Copy submissions from a folder of per-learner folders or a platform's zip "
+                       "export into the course; originals are kept byte for byte, one folder per attempt.")
+    p.add_argument("source", help="a folder of per-learner folders, or a .zip")
+    p.add_argument("-a", "--assignment", required=True, help="the assignment, e.g. 01-regression")
+    course_options(p)
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("grade", help="grade every collected submission of an assignment",
+                       description="Grade all submissions in parallel; already graded ones are skipped.")
+    p.add_argument("assignment")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded at once (default 1)")
+    p.add_argument("--force", action="store_true", help="regrade submissions graded before")
+    p.add_argument("--timeout", type=int, help="seconds one notebook may run (default 900)")
+    course_options(p)
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("feedback", help="write per-learner feedback HTML",
+                       description="nbgrader generate_feedback for the graded submissions.")
+    p.add_argument("assignment")
+    p.add_argument("--student", help="only this learner")
+    course_options(p)
+    p.set_defaults(func=cmd_feedback)
+
+    p = sub.add_parser("export", help="write grades as CSV", description="One row per learner and assignment.")
+    p.add_argument("assignment", nargs="?", help="only this assignment")
+    p.add_argument("--out", "-o", help="CSV file (default: standard output)")
+    course_options(p)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("release", help="regenerate exercises/ from solutions/",
                        description="Run nbgrader generate_assignment on every solutions notebook.")

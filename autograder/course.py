@@ -53,25 +53,31 @@ def identify(nb: nbformat.NotebookNode) -> str | None:
     return best
 
 
-def config(root: Path, db_url: str | None = None) -> Config:
+def config(root: Path, db_url: str | None = None, extra: dict | None = None) -> Config:
+    """nbgrader's configuration for the course at `root`; `extra` sets up the sandboxed kernel."""
     c = Config()
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = COURSE_ID
     if db_url:
         c.CourseDirectory.db_url = db_url
-    c.Execute.timeout = CELL_TIMEOUT
-    c.Execute.interrupt_on_timeout = False  # a numba loop ignores interrupts: let the kernel be killed
+    extra = extra or {}
+    c.Execute.timeout = extra.get("cell_timeout", CELL_TIMEOUT)
+    c.Execute.interrupt_on_timeout = True  # pure Python stops; a numba loop is stopped by the wall clock
+    if "kernel_name" in extra:  # never the kernel the notebook asks for: always the sandbox
+        c.Execute.kernel_name = extra["kernel_name"]
+        c.KernelManager.transport = "ipc"  # Unix sockets: the sandbox has no network at all
+        c.KernelManager.ip = extra["ipc"]
     c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
     c.Application.log_level = logging.ERROR
     return c
 
 
-def api(root: Path, db_url: str | None = None):
+def api(root: Path, db_url: str | None = None, extra: dict | None = None):
     """nbgrader's own API on the course at `root` (imported late: nbgrader is slow to import)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    cfg = config(root, db_url)
+    cfg = config(root, db_url, extra)
     with contextlib.redirect_stderr(io.StringIO()):  # exchange warnings irrelevant to local grading
         return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)
 
@@ -82,6 +88,31 @@ def add_source(root: Path, assignment: str) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(SOLUTIONS / f"{assignment}.ipynb", dest / f"{assignment}.ipynb")
     return dest
+
+
+def template(assignment: str) -> Path:
+    """A course holding just `assignment`, generated once per version of its solutions notebook.
+
+    generate_assignment takes seconds; the result only depends on the source notebook, so it is cached
+    (in $XDG_CACHE_HOME/teenygrad, or ~/.cache/teenygrad) under the notebook's hash.
+    """
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256((SOLUTIONS / f"{assignment}.ipynb").read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "teenygrad" / "templates"
+    done = cache / f"{assignment}-{digest}"
+    if (done / "gradebook.db").exists():
+        return done
+    cache.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=cache))
+    generate(building, assignment)
+    shutil.rmtree(building / "release", ignore_errors=True)
+    try:
+        building.rename(done)  # atomic: a parallel run either wins or finds it done
+    except OSError:
+        shutil.rmtree(building, ignore_errors=True)
+    return done
 
 
 def generate(root: Path, assignment: str, db_url: str | None = None) -> Path:

@@ -1,15 +1,21 @@
-"""Grade one submission that sits in an nbgrader course directory.
+"""Grade one submission: nbgrader's autograde in a private course, the kernel in a sandbox, the judge outside.
 
-nbgrader does the bookkeeping: it restores the locked and hidden test cells from the gradebook, runs the
-notebook, records scores and writes feedback. Between its autograde and feedback steps we replace each
-test cell's score by the judge's verdict on what the learner's code computed (see autograder/judges), so
-a notebook that hides its errors or patches assert still scores only what it computed right.
+nbgrader does the bookkeeping: it restores the locked and hidden test cells from its gradebook, runs the
+notebook and records what happened. Three things are ours:
+
+1. The kernel runs in `autograder.sandbox` (nbgrader starts it from a kernelspec we write), with limits.
+2. Hidden tests only *report* outputs (teenygrad.grading.report); the judge compares them with its reference
+   here, in the trusted process, and that verdict is the score of each test cell.
+3. Grading happens in a private, throw-away course directory. The caller copies the outcome into the real
+   course (autograder.gradebook.record), so a submission never touches the real gradebook.
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +24,19 @@ import nbformat
 
 from autograder import course, judges
 from teenygrad.grading import GRADING_DIR_ENV
+
+KERNEL_NAME = "teenygrad-sandbox"
+
+
+@dataclass
+class Limits:
+    """What one submission may use. The defaults grade any chapter's exercise comfortably on 2 cores."""
+
+    wall_seconds: int = 900  # the whole notebook, enforced by killing the kernel's process tree
+    cell_seconds: int = 300  # one cell, enforced by nbgrader (an interrupt, which pure Python obeys)
+    memory_bytes: int = 4 * 2**30
+    max_processes: int = 64
+    file_bytes: int = 256 * 2**20
 
 
 @dataclass
@@ -33,8 +52,11 @@ class Result:
     assignment: str
     student: str
     parts: list[PartResult] = field(default_factory=list)
-    error: str = ""  # set when the notebook could not be graded at all
+    error: str = ""  # why the notebook stopped early or could not be graded, if it did
     feedback: str = ""  # path of the feedback HTML
+    isolation: str = ""
+    seconds: float = 0.0
+    sha256: str = ""  # of the graded submission, so re-running `grade` can skip it
 
     @property
     def score(self) -> float:
@@ -45,12 +67,18 @@ class Result:
         return sum(p.max_score for p in self.parts)
 
     def to_json(self) -> dict:
-        return {"assignment": self.assignment, "student": self.student, "score": self.score,
-                "max_score": self.max_score, "parts": [asdict(p) for p in self.parts],
-                "error": self.error, "feedback": self.feedback}
+        data = asdict(self)
+        data.update(score=self.score, max_score=self.max_score)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Result":
+        fields = {k: data[k] for k in ("assignment", "student", "error", "feedback", "isolation", "seconds", "sha256")
+                  if k in data}
+        return cls(parts=[PartResult(**p) for p in data.get("parts", [])], **fields)
 
 
-def _test_cells(nb: nbformat.NotebookNode) -> list[tuple[str, float, nbformat.NotebookNode]]:
+def test_cells(nb: nbformat.NotebookNode) -> list[tuple[str, float, nbformat.NotebookNode]]:
     """(grade_id, points, cell) of every graded test cell, in notebook order."""
     cells = []
     for cell in nb.cells:
@@ -60,90 +88,126 @@ def _test_cells(nb: nbformat.NotebookNode) -> list[tuple[str, float, nbformat.No
     return cells
 
 
-def _error_of(cell: nbformat.NotebookNode) -> str:
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            if out.get("ename") == "NotImplementedError" and not str(out.get("evalue", "")).strip():
-                return "NotImplementedError: not done yet (replace `raise NotImplementedError()` with your code)"
-            value = str(out.get("evalue", "")).strip().splitlines()
-            return f"{out.get('ename', 'Error')}: {value[0][:300]}" if value and value[0] else str(out.get("ename", "Error"))
-    return ""
-
-
 def part_name(grade_id: str) -> str:
     return grade_id.removeprefix("test_")
 
 
-def autograde(root: Path, assignment: str, student: str, db_url: str | None = None) -> Result:
-    """Autograde `submitted/<student>/<assignment>/` in the course at `root`, judge it, write feedback."""
+def _error_of(cell: nbformat.NotebookNode) -> str:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            name, value = str(out.get("ename", "Error")), str(out.get("evalue", "")).strip().splitlines()
+            if name == "NotImplementedError" and not value:
+                return "NotImplementedError: not done yet (replace `raise NotImplementedError()` with your code)"
+            return f"{name}: {value[0][:300]}" if value and value[0] else name
+    return ""
+
+
+def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
+    outcome = status.get("outcome")
+    if outcome == "timeout":
+        return f"the notebook ran past the {limits.wall_seconds} s limit and was stopped"
+    if outcome == "memory":
+        return f"the notebook used more than {limits.memory_bytes / 2**30:g} GiB of memory and was stopped"
+    if outcome == "exited":
+        return f"the notebook's kernel exited (code {status.get('exit_code')}) before all cells ran"
+    last = [l for l in log.strip().splitlines() if l.strip()]
+    return "the notebook could not be run" + (f": {last[-1][:200]}" if last else "")
+
+
+def _sandbox(private: Path, grading_env: dict, limits: Limits) -> tuple[Path, Path]:
+    """Write the kernelspec and sandbox spec for one submission; return (work folder, status file)."""
+    root = os.geteuid() == 0
+    uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per worker: no sharing
+    box = private / "sandbox"
+    work = box / "work"
+    for sub in ("home", "ipc", "numba-cache", "grading"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(private, 0o711)
+    os.chmod(box, 0o711)
+    python_home = str(Path(os.path.realpath(sys.executable)).parent.parent)
+    spec = {
+        "id": f"{os.getpid()}-{secrets.token_hex(4)}", "uid": uid, "work_dir": str(work), "home": str(work / "home"),
+        "read_only": ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys", python_home, sys.prefix,
+                      str(course.REPO / "teenygrad")],
+        "env": {**grading_env, "NUMBA_CACHE_DIR": str(work / "numba-cache"), "MPLBACKEND": "Agg",
+                "OMP_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2", "PYTHONPATH": str(course.REPO)},
+        "wall_seconds": limits.wall_seconds, "address_space_bytes": limits.memory_bytes,
+        "memory_bytes": limits.memory_bytes + 2**29, "max_processes": limits.max_processes,
+        "file_bytes": limits.file_bytes, "status_file": str(box / "status.json"),
+    }
+    (box / "spec.json").write_text(json.dumps(spec))
+    kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
+    kernel_dir.mkdir(parents=True)
+    argv = [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
+            sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
+                                                        "language": "python"}))
+    if root:
+        for dirpath, _dirs, files in os.walk(work):
+            os.chown(dirpath, uid, uid)
+            for f in files:
+                os.chown(os.path.join(dirpath, f), uid, uid)
+        os.chmod(work, 0o700)
+    return work, box / "status.json"
+
+
+def grade_in_private_course(template: Path, assignment: str, student: str, notebook: Path,
+                            limits: Limits, keep: Path) -> Result:
+    """Grade `notebook` as `student`'s submission; leave the autograded notebook and result in `keep`."""
     result = Result(assignment, student)
+    source_nb = nbformat.read(template / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     parts = judges.load(assignment)
-    source_nb = nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4)
-    api = course.api(root, db_url)
-    with tempfile.TemporaryDirectory(prefix="teenygrad-grading-") as tmp:
-        grading_dir = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="teenygrad-private-") as tmp:
+        private = Path(tmp)
+        root = private / "course"
+        shutil.copytree(template, root)
+        sub = root / "submitted" / student / assignment
+        sub.mkdir(parents=True)
+        shutil.copyfile(notebook, sub / f"{assignment}.ipynb")
+        work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits)
+        grading_dir = work / "grading"
         drawn = judges.write_cases(parts, grading_dir, seed=secrets.randbits(63))
-        previous = os.environ.get(GRADING_DIR_ENV)
-        os.environ[GRADING_DIR_ENV] = str(grading_dir)  # the kernel inherits it
-        try:
-            run = api.autograde(assignment, student)
-        finally:
-            if previous is None:
-                os.environ.pop(GRADING_DIR_ENV, None)
-            else:
-                os.environ[GRADING_DIR_ENV] = previous
+        spec_path = status_file.parent / "spec.json"
+        spec = json.loads(spec_path.read_text())
+        spec["env"][GRADING_DIR_ENV] = str(grading_dir)
+        spec_path.write_text(json.dumps(spec))
+        if os.geteuid() == 0:
+            for dirpath, _dirs, files in os.walk(grading_dir):
+                os.chown(dirpath, spec["uid"], spec["uid"])
+                for f in files:
+                    os.chown(os.path.join(dirpath, f), spec["uid"], spec["uid"])
+
+        os.environ["JUPYTER_PATH"] = str(private / "jupyter")
+        cfg_extra = {"kernel_name": KERNEL_NAME, "ipc": str(work / "ipc" / "kernel"), "cell_timeout": limits.cell_seconds}
+        run = course.api(root, extra=cfg_extra).autograde(assignment, student)
         verdicts = judges.judge(parts, drawn, grading_dir)
+        status = json.loads(status_file.read_text()) if status_file.exists() else {}
+        result.isolation = status.get("isolation", "")
 
-    graded_path = root / "autograded" / student / assignment / f"{assignment}.ipynb"
-    if not run["success"] or not graded_path.exists():
-        log = (run.get("log", "") + run.get("error", "")).strip().splitlines()
-        result.error = "the notebook could not be run: " + (log[-1] if log else "nbgrader autograde failed")
-        result.parts = [PartResult(part_name(g), 0.0, p, result.error) for g, p, _ in _test_cells(source_nb)]
-        return result
-
-    graded = nbformat.read(graded_path, as_version=4)
-    from nbgrader.api import Gradebook
-
-    with Gradebook(api.coursedir.db_url) as gb:
-        for grade_id, points, cell in _test_cells(graded):
+        graded_path = root / "autograded" / student / assignment / f"{assignment}.ipynb"
+        graded = nbformat.read(graded_path, as_version=4) if run["success"] and graded_path.exists() else None
+        if graded is None:
+            result.error = _stopped_reason(status, limits, run.get("log", "") + run.get("error", ""))
+        cells = test_cells(graded if graded is not None else source_nb)
+        for grade_id, points, cell in cells:
             name = part_name(grade_id)
-            error = _error_of(cell)
+            error = _error_of(cell) if graded is not None else ""
             if name in parts:
                 verdict = verdicts[name]
                 score = points if verdict is None else 0.0
                 message = "" if verdict is None else (error or verdict)
-            else:  # a test cell without a judge: nbgrader's own verdict (no error = full points)
-                score, message = (0.0, error) if error else (points, "")
-            grade = gb.find_grade(grade_id, assignment, assignment, student)
-            grade.auto_score = score
+                if verdict is not None and graded is None:
+                    message = f"{verdict} ({result.error})"
+            else:  # a test cell without a judge: nbgrader's own rule, no error means full points
+                score, message = (0.0, error or result.error) if (error or graded is None) else (points, "")
             result.parts.append(PartResult(name, score, points, message))
-            if message:  # say why in the feedback, right under the test cell
-                cell.outputs.append(nbformat.v4.new_output("stream", name="stderr",
-                                                           text=f"Autograder: 0 of {points:g} points. {message}\n"))
-        gb.db.commit()
-    nbformat.write(graded, graded_path)
-
-    fb = api.generate_feedback(assignment, student)
-    html = root / "feedback" / student / assignment / f"{assignment}.html"
-    if fb["success"] and html.exists():
-        result.feedback = str(html)
+            if graded is not None and message:  # say why in the feedback, right under the test cell
+                cell.outputs.append(nbformat.v4.new_output(
+                    "stream", name="stderr", text=f"Autograder: 0 of {points:g} points. {message}\n"))
+        keep.mkdir(parents=True, exist_ok=True)
+        if graded is None:  # feedback still needs a notebook: the submission, with the reason on top
+            graded = nbformat.read(sub / f"{assignment}.ipynb", as_version=4)
+            graded.cells.insert(0, nbformat.v4.new_markdown_cell(f"**Autograder:** {result.error}."))
+        nbformat.write(graded, keep / f"{assignment}.ipynb")
+        result.seconds = float(status.get("seconds", 0.0))
     return result
-
-
-def check_notebook(nb: nbformat.NotebookNode, assignment: str, feedback_to: Path | None,
-                   student: str = "learner") -> Result:
-    """Grade one learner's notebook in a fresh, throw-away course directory."""
-    with tempfile.TemporaryDirectory(prefix="teenygrad-course-") as tmp:
-        root = Path(tmp)
-        course.generate(root, assignment)
-        sub = root / "submitted" / student / assignment
-        sub.mkdir(parents=True)
-        nbformat.write(nb, sub / f"{assignment}.ipynb")
-        result = autograde(root, assignment, student)
-        if result.feedback and feedback_to is not None:
-            feedback_to.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(result.feedback, feedback_to)
-            result.feedback = str(feedback_to)
-        else:
-            result.feedback = ""
-        return result

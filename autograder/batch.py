@@ -1,0 +1,85 @@
+"""Grade every submission of an assignment in a course, in parallel, resumably."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+from tqdm import tqdm
+
+from autograder import course, gradebook
+from autograder.grading import Limits, PartResult, Result, part_name, test_cells
+
+
+def submissions(root: Path, assignment: str) -> dict[str, Path]:
+    return {p.parent.parent.name: p for p in sorted((root / "submitted").glob(f"*/{assignment}/{assignment}.ipynb"))}
+
+
+def _grade_one(template: Path, assignment: str, student: str, notebook: Path, limits: Limits,
+               scratch: Path) -> tuple[Result, Path]:
+    """Run the worker for one submission; a worker that crashes or hangs becomes a recorded outcome."""
+    job_dir = scratch / student
+    keep = job_dir / "keep"
+    job_dir.mkdir(parents=True)
+    job = {"template": str(template), "assignment": assignment, "student": student, "notebook": str(notebook),
+           "keep": str(keep), "limits": dataclasses.asdict(limits)}
+    (job_dir / "job.json").write_text(json.dumps(job))
+    proc = subprocess.Popen([sys.executable, "-m", "autograder.worker", str(job_dir / "job.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=limits.wall_seconds + 300)
+        problem = "" if proc.returncode == 0 else f"the grader failed (exit {proc.returncode}): " + \
+            (output.decode(errors="replace").strip().splitlines() or [""])[-1][:300]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        problem = "the grader did not finish in time"
+    if not problem and (job_dir / "result.json").exists():
+        return Result.from_json(json.loads((job_dir / "result.json").read_text())), keep / f"{assignment}.ipynb"
+    source = nbformat.read(template / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    result = Result(assignment, student, error=problem or "the grader wrote no result",
+                    parts=[PartResult(part_name(g), 0.0, p, problem) for g, p, _ in test_cells(source)],
+                    sha256=hashlib.sha256(notebook.read_bytes()).hexdigest())
+    keep.mkdir(parents=True, exist_ok=True)
+    nbformat.write(source, keep / f"{assignment}.ipynb")
+    return result, keep / f"{assignment}.ipynb"
+
+
+def grade_all(root: Path, assignment: str, db_url: str | None = None, jobs: int = 1, force: bool = False,
+              limits: Limits | None = None, progress: bool = True) -> tuple[list[Result], list[str]]:
+    """Grade the course's submissions of `assignment`; return (results, students skipped as already graded)."""
+    limits = limits or Limits()
+    gradebook.ensure_assignment(root, assignment, db_url)
+    todo, skipped = {}, []
+    for student, nb in submissions(root, assignment).items():
+        previous = gradebook.load_result(root, student, assignment)
+        if previous and not force and previous.sha256 == hashlib.sha256(nb.read_bytes()).hexdigest():
+            skipped.append(student)
+        else:
+            todo[student] = nb
+    results = []
+    with tempfile.TemporaryDirectory(prefix="teenygrad-batch-") as tmp:
+        scratch = Path(tmp)
+        template = course.template(assignment)  # copied into a private course per submission
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
+                tqdm(total=len(todo), unit="notebook", disable=not progress or not todo, file=sys.stderr) as bar:
+            futures = {pool.submit(_grade_one, template, assignment, s, nb, limits, scratch / "jobs"): s
+                       for s, nb in todo.items()}
+            for future in as_completed(futures):
+                student = futures[future]
+                result, graded = future.result()
+                stamp_file = todo[student].parent / "timestamp.txt"
+                stamp = stamp_file.read_text().strip() if stamp_file.exists() else gradebook.now_utc()
+                gradebook.record(root, db_url, result, graded, stamp)  # only this thread writes the gradebook
+                results.append(result)
+                bar.set_postfix_str(f"{student}: {result.score:g}/{result.max_score:g}")
+                bar.update(1)
+    return sorted(results, key=lambda r: r.student), skipped

@@ -1,0 +1,57 @@
+"""`python -m autograder.worker JOB.json`: grade one submission, write `result.json` beside the job.
+
+Run by `autograder.batch` in its own process (and process group), so that whatever happens to one
+submission, even a crash of nbgrader itself, costs only that submission.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import nbformat
+
+from autograder.grading import Limits, PartResult, Result, grade_in_private_course, part_name, test_cells
+from autograder.notebooks import BadNotebook, read_notebook
+
+
+def run(job: dict) -> Result:
+    keep = Path(job["keep"])
+    notebook = Path(job["notebook"])
+    assignment, student = job["assignment"], job["student"]
+    sha = hashlib.sha256(notebook.read_bytes()).hexdigest()
+    try:
+        nb = read_notebook(notebook)  # not JSON, empty, nbformat 3 (converted), ...
+        found = nb.metadata.get("teenygrad", {}).get("assignment")
+        if isinstance(found, str) and found != assignment:
+            raise BadNotebook(f"this notebook is assignment {found}, not {assignment}")
+        normalized = keep / "submission.ipynb"
+        keep.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, normalized)
+        result = grade_in_private_course(Path(job["template"]), assignment, student, normalized,
+                                         Limits(**job["limits"]), keep)
+    except BadNotebook as e:
+        source = nbformat.read(Path(job["template"]) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+        reason = str(e).replace(f"{notebook}: ", "")
+        result = Result(assignment, student, error=f"not graded: {reason}",
+                        parts=[PartResult(part_name(g), 0.0, p, "not graded: " + reason) for g, p, _ in test_cells(source)])
+        source.cells.insert(0, nbformat.v4.new_markdown_cell(f"**Autograder:** this submission could not be graded: {reason}."))
+        keep.mkdir(parents=True, exist_ok=True)
+        nbformat.write(source, keep / f"{assignment}.ipynb")
+    result.sha256 = sha
+    return result
+
+
+def main() -> int:
+    warnings.filterwarnings("ignore")
+    job_path = Path(sys.argv[1])
+    job = json.loads(job_path.read_text())
+    result = run(job)
+    (job_path.parent / "result.json").write_text(json.dumps(result.to_json()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
