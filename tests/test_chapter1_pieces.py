@@ -1,0 +1,288 @@
+"""Chapter 1's pieces: teenygrad.preprocessing against oracles, the 01-regression judge against the solutions
+notebook, and the figures the chapter's prose states."""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from autograder.judges import judge, write_cases
+from autograder.judges.regression import PARTS
+from teenygrad import preprocessing
+from teenygrad.datasets import load_housing
+from teenygrad.grading import GRADING_DIR_ENV, report
+
+REPO = Path(__file__).resolve().parent.parent
+CHAPTER = REPO / "chapters" / "01-regression.ipynb"
+SOLUTIONS = REPO / "solutions" / "01-regression.ipynb"
+POINTS = {"predict": 1, "mse_loss": 1, "mse_gradient": 2, "gd_step": 1, "fit_normal_equations": 2}
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+
+
+# --- train_test_split --------------------------------------------------------------------------------------
+
+@st.composite
+def split_problems(draw):
+    n = draw(st.integers(2, 200))
+    fraction = draw(st.floats(0.01, 0.99))
+    assume(math.ceil(fraction * n) < n)
+    X = draw(hnp.arrays(np.float64, (n, draw(st.integers(1, 4))), elements=finite))
+    return X, fraction, draw(st.integers(0, 2**32 - 1))
+
+
+@settings(deadline=None)
+@given(split_problems())
+def test_split_is_a_partition_of_the_rows(problem):
+    X, fraction, seed = problem
+    n = len(X)
+    ids = np.arange(n)  # y = the row number, so we can tell where every row went
+    X_train, X_test, id_train, id_test = preprocessing.train_test_split(X, ids, test_fraction=fraction, seed=seed)
+    assert len(id_test) == math.ceil(fraction * n) and len(id_train) == n - len(id_test)
+    assert sorted(np.concatenate([id_train, id_test]).tolist()) == list(range(n))  # every row exactly once
+    np.testing.assert_array_equal(X_train, X[id_train])  # X and y rows stay paired
+    np.testing.assert_array_equal(X_test, X[id_test])
+
+
+@settings(deadline=None)
+@given(split_problems())
+def test_split_is_deterministic_per_seed(problem):
+    X, fraction, seed = problem
+    y = np.arange(len(X))
+    first = preprocessing.train_test_split(X, y, test_fraction=fraction, seed=seed)
+    second = preprocessing.train_test_split(X, y, test_fraction=fraction, seed=seed)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_split_seeds_differ_and_default_is_80_20():
+    X, y, _ = load_housing()
+    X_train, X_test, y_train, y_test = preprocessing.train_test_split(X, y)
+    assert (len(y_train), len(y_test)) == (436, 110)
+    other = preprocessing.train_test_split(X, y, seed=1)[3]
+    assert not np.array_equal(y_test, other)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.2, 1.5, float("nan")])
+def test_split_rejects_bad_fractions(fraction):
+    with pytest.raises(ValueError, match="test_fraction"):
+        preprocessing.train_test_split(np.zeros((10, 2)), np.zeros(10), test_fraction=fraction)
+
+
+def test_split_rejects_mismatched_lengths_and_empty_training_sets():
+    with pytest.raises(ValueError, match="same number of rows"):
+        preprocessing.train_test_split(np.zeros((10, 2)), np.zeros(9))
+    with pytest.raises(ValueError, match="no rows to train"):
+        preprocessing.train_test_split(np.zeros((2, 2)), np.zeros(2), test_fraction=0.6)
+
+
+# --- standardize -------------------------------------------------------------------------------------------
+
+@st.composite
+def standardize_problems(draw):
+    d = draw(st.integers(1, 5))
+    X_train = draw(hnp.arrays(np.float64, (draw(st.integers(2, 40)), d), elements=finite))
+    X_test = draw(hnp.arrays(np.float64, (draw(st.integers(1, 20)), d), elements=finite))
+    return X_train, X_test
+
+
+def _oracle_stats(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and population standard deviations by the standard library (exact-rounding arithmetic)."""
+    columns = X.T.tolist()
+    return np.array([statistics.fmean(c) for c in columns]), np.array([statistics.pstdev(c) for c in columns])
+
+
+@settings(deadline=None)
+@given(standardize_problems())
+def test_standardize_uses_training_statistics(problem):
+    X_train, X_test = problem
+    Z_train, Z_test, mean, std = preprocessing.standardize(X_train, X_test)
+    want_mean, want_std = _oracle_stats(X_train)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-9, atol=1e-9)
+    spread = want_std > 1e-3  # clearly non-constant columns: exact checks
+    np.testing.assert_allclose(std[spread], want_std[spread], rtol=1e-9)
+    np.testing.assert_allclose(Z_train[:, spread].mean(axis=0), 0.0, atol=1e-9)
+    np.testing.assert_allclose(Z_train[:, spread].std(axis=0), 1.0, rtol=1e-9)
+    np.testing.assert_allclose(Z_test[:, spread], (X_test[:, spread] - want_mean[spread]) / want_std[spread],
+                               rtol=1e-9, atol=1e-9)
+    constant = want_std == 0  # guarded: zeros (up to the rounding of the mean), not NaN
+    assert np.all(std[constant] == 1.0)
+    assert np.all(np.abs(Z_train[:, constant]) <= 1e-12 * (1 + np.abs(X_train[:, constant]).max(initial=0)))
+    assert np.all(np.isfinite(Z_train)) and np.all(np.isfinite(Z_test))
+
+
+@settings(deadline=None)
+@given(standardize_problems(), st.floats(-100, 100), st.floats(0.5, 10))
+def test_standardize_ignores_the_test_set(problem, shift, scale):
+    X_train, X_test = problem
+    first = preprocessing.standardize(X_train, X_test)
+    second = preprocessing.standardize(X_train, X_test * scale + shift)
+    for k in (0, 2, 3):  # Z_train, mean, std: nothing learned from the test rows
+        np.testing.assert_array_equal(first[k], second[k])
+
+
+def test_standardize_rejects_mismatched_columns():
+    with pytest.raises(ValueError):
+        preprocessing.standardize(np.zeros((5, 3)), np.zeros((2, 4)))
+
+
+# --- the 01-regression judge against the solutions notebook -----------------------------------------------
+
+def _solution_namespace() -> dict:
+    """Run the setup cell and every solution cell of the solutions notebook; return their definitions."""
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
+            exec(compile(cell.source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
+    return namespace
+
+
+def test_solutions_notebook_matches_the_judge():
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    assert nb.metadata["teenygrad"] == {"assignment": "01-regression"}
+    assert nb.cells[0].source.startswith("# Exercise 1: Linear regression by hand")
+    solutions, tests = {}, {}
+    for cell in nb.cells:
+        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
+            solutions[meta["grade_id"]] = cell
+        elif meta.get("grade"):
+            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
+    for part, (points, source) in tests.items():
+        assert points == POINTS[part]
+        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
+        assert f'report("{part}", {part})' in hidden and "assert" not in hidden
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
+    namespace = _solution_namespace()
+    drawn = write_cases(PARTS, tmp_path, seed)
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    for part in PARTS:
+        report(part, namespace[part])
+    assert judge(PARTS, drawn, tmp_path) == {part: None for part in PARTS}
+
+
+WRONG = {  # plausible mistakes the judge must catch
+    "predict": lambda X, w: X @ w + 1e-4,
+    "mse_loss": lambda X, y, w: np.sum((X @ w - y) ** 2),
+    "mse_gradient": lambda X, y, w: X.T @ (X @ w - y) / len(y),
+    "gd_step": lambda X, y, w, lr: w + lr * 2 / len(y) * X.T @ (X @ w - y),
+    "fit_normal_equations": lambda X, y: np.linalg.solve(X.T @ X + 1e-3 * np.eye(X.shape[1]), X.T @ y),
+}
+
+
+def test_judge_rejects_wrong_answers(tmp_path, monkeypatch):
+    drawn = write_cases(PARTS, tmp_path, seed=7)
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    for part, fn in WRONG.items():
+        report(part, fn)
+    verdicts = judge(PARTS, drawn, tmp_path)
+    assert all(verdicts[part] for part in PARTS), verdicts
+
+
+def test_judge_cases_cover_the_edge_cases():
+    rng = np.random.default_rng(0)
+    for part in ("predict", "mse_loss", "mse_gradient"):
+        shapes = {case[0].shape for case in PARTS[part].cases(rng)}
+        assert any(n == 1 for n, _ in shapes) and any(d == 1 for _, d in shapes), (part, shapes)
+    for X, _ in PARTS["fit_normal_equations"].cases(rng):
+        assert X.shape[0] >= X.shape[1] and np.linalg.cond(X) < 1e3
+
+
+# --- the chapter -------------------------------------------------------------------------------------------
+
+def test_chapter_structure():
+    nb = nbformat.read(CHAPTER, as_version=4)
+    assert nb.cells[0].cell_type == "markdown"
+    assert nb.cells[0].source.splitlines()[0] == "# Chapter 1: Learning house prices with numpy"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    level = 1
+    for i, cell in enumerate(nb.cells):
+        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the chapter without outputs"
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            heading = re.match(r"(#+) ", line)
+            if heading and i > 0:
+                new = len(heading.group(1))
+                assert 2 <= new <= level + 1, f"heading level {new} after {level}: {line!r}"
+                level = new
+    assert "[Exercise 1](../exercises/01-regression.ipynb)" in "".join(c.source for c in nb.cells)
+
+
+def _recomputed_figures() -> dict[str, float]:
+    """The chapter's test figures, computed independently with teenygrad.preprocessing and lstsq."""
+    X, y, _ = load_housing()
+    X_train, X_test, y_train, y_test = preprocessing.train_test_split(X, y, test_fraction=0.2, seed=0)
+    Z_train, Z_test, _, _ = preprocessing.standardize(X_train, X_test)
+    ones = lambda n: np.ones((n, 1))
+    preds = {"mean": np.full(len(y_test), y_train.mean())}
+    for name, (A_train, A_test) in {"lotsize": (X_train[:, :1], X_test[:, :1]), "all": (Z_train, Z_test)}.items():
+        w = np.linalg.lstsq(np.hstack([ones(len(A_train)), A_train]), y_train, rcond=None)[0]
+        preds[name] = np.hstack([ones(len(A_test)), A_test]) @ w
+    figures = {}
+    for name, pred in preds.items():
+        figures[f"ch1_test_rmse_{name}"] = float(np.sqrt(np.mean((y_test - pred) ** 2)))
+        figures[f"ch1_test_r2_{name}"] = float(1 - np.sum((y_test - pred) ** 2) / np.sum((y_test - y_test.mean()) ** 2))
+    return figures
+
+
+def test_figures_stated_in_the_prose():
+    fig = _recomputed_figures()
+    # "about 30,000 dollars ... R^2 slightly below zero"
+    assert abs(fig["ch1_test_rmse_mean"] - 30_000) < 500 and -0.1 < fig["ch1_test_r2_mean"] < 0
+    # "about 22,600 dollars ... explains about 40% of the spread"
+    assert abs(fig["ch1_test_rmse_lotsize"] - 22_600) < 100 and abs(fig["ch1_test_r2_lotsize"] - 0.40) < 0.02
+    # "about 15,000 dollars ... about three quarters of the variation"
+    assert abs(fig["ch1_test_rmse_all"] - 15_000) < 300 and abs(fig["ch1_test_r2_all"] - 0.75) < 0.03
+
+    # the fits on all 546 houses earlier in the chapter
+    X, y, _ = load_housing()
+    rmse = lambda A, w: np.sqrt(np.mean((A @ w - y) ** 2))
+    A_lot = np.column_stack([np.ones(len(X)), X[:, 0]])
+    assert abs(rmse(A_lot, np.array([y.mean(), 0.0])) - 27_000) < 500  # "a typical miss of about 27,000"
+    w_lot = np.linalg.solve(A_lot.T @ A_lot, A_lot.T @ y)
+    assert abs(w_lot[0] - 34_000) < 500 and abs(w_lot[1] - 6.6) < 0.05  # "about 34,000 ... 6.6 per square foot"
+    assert abs(rmse(A_lot, w_lot) - 22_500) < 100  # "about 22,500"
+    A_raw = np.column_stack([np.ones(len(X)), X])
+    A_all = np.column_stack([np.ones(len(X)), (X - X.mean(0)) / X.std(0)])
+    assert 3e8 < np.linalg.cond(A_raw.T @ A_raw) < 3e9 and np.linalg.cond(A_all.T @ A_all) < 10  # "a billion" -> "single digits"
+    w_all = np.linalg.solve(A_all.T @ A_all, A_all.T @ y)
+    assert abs(rmse(A_all, w_all) - 15_000) < 500  # "drops to about 15,000"
+    # gradient descent, lr 0.1 from zero: the gap reaches the float64 floor after about 180 steps
+    w, best, gaps = np.zeros(A_all.shape[1]), np.mean((A_all @ w_all - y) ** 2), []
+    for _ in range(200):
+        w = w - 0.1 * 2 / len(y) * A_all.T @ (A_all @ w - y)
+        gaps.append(np.mean((A_all @ w - y) ** 2) - best)
+    assert gaps[150] > 1e-6 and abs(gaps[190]) < 1e-6
+
+
+def test_chapter_runs_and_glues_its_figures():
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(CHAPTER, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
+    glued = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                glued[name] = float(out["data"]["application/papermill.record/text/plain"])
+    expected = _recomputed_figures()
+    assert set(expected) <= set(glued)
+    for name, value in expected.items():
+        assert glued[name] == pytest.approx(value, rel=1e-9), name
