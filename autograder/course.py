@@ -106,8 +106,7 @@ def template(assignment: str) -> Path:
         return done
     cache.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=cache))
-    generate(building, assignment)
-    shutil.rmtree(building / "release", ignore_errors=True)
+    generate(building, assignment)  # keeps release/: the stubs that restore a deleted solution cell
     try:
         building.rename(done)  # atomic: a parallel run either wins or finds it done
     except OSError:

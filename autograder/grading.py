@@ -23,6 +23,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import course, judges
+from autograder.normalize import cap_outputs, normalize
 from teenygrad.grading import GRADING_DIR_ENV
 
 KERNEL_NAME = "teenygrad-sandbox"
@@ -57,6 +58,7 @@ class Result:
     isolation: str = ""
     seconds: float = 0.0
     sha256: str = ""  # of the graded submission, so re-running `grade` can skip it
+    notes: list[str] = field(default_factory=list)  # what the grader changed before running it
 
     @property
     def score(self) -> float:
@@ -73,8 +75,8 @@ class Result:
 
     @classmethod
     def from_json(cls, data: dict) -> "Result":
-        fields = {k: data[k] for k in ("assignment", "student", "error", "feedback", "isolation", "seconds", "sha256")
-                  if k in data}
+        fields = {k: data[k] for k in ("assignment", "student", "error", "feedback", "isolation", "seconds", "sha256",
+                                       "notes") if k in data}
         return cls(parts=[PartResult(**p) for p in data.get("parts", [])], **fields)
 
 
@@ -163,7 +165,9 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         shutil.copytree(template, root)
         sub = root / "submitted" / student / assignment
         sub.mkdir(parents=True)
-        shutil.copyfile(notebook, sub / f"{assignment}.ipynb")
+        released = nbformat.read(template / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+        fixed, result.notes = normalize(nbformat.read(notebook, as_version=4), source_nb, released)
+        nbformat.write(fixed, sub / f"{assignment}.ipynb")
         work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits)
         grading_dir = work / "grading"
         drawn = judges.write_cases(parts, grading_dir, seed=secrets.randbits(63))
@@ -205,6 +209,11 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
                 cell.outputs.append(nbformat.v4.new_output(
                     "stream", name="stderr", text=f"Autograder: 0 of {points:g} points. {message}\n"))
         keep.mkdir(parents=True, exist_ok=True)
+        if graded is not None and cap_outputs(graded):
+            result.notes.append("some outputs were too large and were cut")
+        if graded is not None and result.notes:
+            graded.cells.insert(0, nbformat.v4.new_markdown_cell(
+                "**Autograder notes:** " + "; ".join(result.notes) + "."))
         if graded is None:  # feedback still needs a notebook: the submission, with the reason on top
             graded = nbformat.read(sub / f"{assignment}.ipynb", as_version=4)
             graded.cells.insert(0, nbformat.v4.new_markdown_cell(f"**Autograder:** {result.error}."))

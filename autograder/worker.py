@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import sys
 import warnings
 from pathlib import Path
@@ -15,6 +16,8 @@ import nbformat
 
 from autograder.grading import Limits, PartResult, Result, grade_in_private_course, part_name, test_cells
 from autograder.notebooks import BadNotebook, read_notebook
+
+WORKER_MEMORY_BYTES = 8 * 2**30
 
 
 def run(job: dict) -> Result:
@@ -46,6 +49,8 @@ def run(job: dict) -> Result:
 
 def main() -> int:
     warnings.filterwarnings("ignore")
+    # defence in depth: a flood of output is held in this process's memory; let it fail here, not the batch
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     job_path = Path(sys.argv[1])
     job = json.loads(job_path.read_text())
     result = run(job)
