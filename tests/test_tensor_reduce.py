@@ -118,3 +118,12 @@ def test_large_softmax_uses_the_parallel_path_and_is_right():
 def test_softmax_of_huge_values_is_finite(dtype):
     s = Tensor(np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -1000.0]], dtype=dtype)).softmax(1)
     np.testing.assert_allclose(s.numpy(), [[0.09003057, 0.24472847, 0.66524096], [1 / 3] * 3], rtol=1e-6)
+
+
+def test_max_propagates_nan_like_numpy():
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x[1, 2] = np.nan
+    t = Tensor(x)
+    for axis in (None, 0, 1):
+        np.testing.assert_array_equal(np.asarray(t.max(axis).numpy()), np.max(x, axis=axis))
+    assert t.argmax(1).tolist() == np.argmax(x, axis=1).tolist()

@@ -179,7 +179,7 @@ def test_reshape_is_a_view_when_possible(arr, data):
     expected, t = data.draw(laid_out(arr))
     sizes = [s for s in expected.shape]
     new = tuple(data.draw(st.permutations(sizes)))  # same number of elements
-    if new and data.draw(st.booleans()):
+    if new and 0 not in new[1:] and data.draw(st.booleans()):  # -1 next to a 0 is ambiguous (numpy refuses too)
         new = (-1,) + new[1:]
     r = t.reshape(*new)
     check(r, expected.reshape(new))

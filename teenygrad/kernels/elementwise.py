@@ -15,6 +15,10 @@ on disk, so every process would recompile. Each op therefore spells out its (sho
 Why serial? These kernels are memory-bound: on 2 cores a thread pool wins little on large arrays and
 costs microseconds of start-up on the many small tensors of a training step.
 
+Indices are wrapped in `u(...)` (np.uintp, an unsigned integer): a buffer position is never negative,
+but numba cannot know that, and for a signed index it adds a "negative means from the end" check to
+every access, which stops LLVM from vectorizing the loop. The cast removes the check (5x on a flat add).
+
 Scalar helpers (`safe_div`, `safe_log`, ...) give IEEE results (inf, nan) instead of Python's
 exceptions, so TEENYGRAD_JIT=0 (plain Python) and compiled runs agree.
 """
@@ -22,7 +26,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from teenygrad._jit import kernel
+
+u = np.uintp  # unsigned index: see the module docstring
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -96,7 +104,7 @@ def neg(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            out[o + j] = -x[ix + j * sx]
+            out[u(o + j)] = -x[u(ix + j * sx)]
 
 
 @kernel
@@ -105,7 +113,7 @@ def exp(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            out[o + j] = safe_exp(x[ix + j * sx])
+            out[u(o + j)] = safe_exp(x[u(ix + j * sx)])
 
 
 @kernel
@@ -114,7 +122,7 @@ def log(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            out[o + j] = safe_log(x[ix + j * sx])
+            out[u(o + j)] = safe_log(x[u(ix + j * sx)])
 
 
 @kernel
@@ -123,8 +131,8 @@ def sqrt(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            v = x[ix + j * sx]
-            out[o + j] = math.sqrt(v) if v >= 0.0 else math.nan
+            v = x[u(ix + j * sx)]
+            out[u(o + j)] = math.sqrt(v) if v >= 0.0 else math.nan
 
 
 @kernel
@@ -133,7 +141,7 @@ def tanh(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            out[o + j] = math.tanh(x[ix + j * sx])
+            out[u(o + j)] = math.tanh(x[u(ix + j * sx)])
 
 
 @kernel
@@ -142,7 +150,7 @@ def sigmoid(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            out[o + j] = stable_sigmoid(x[ix + j * sx])
+            out[u(o + j)] = stable_sigmoid(x[u(ix + j * sx)])
 
 
 @kernel
@@ -151,8 +159,8 @@ def relu(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            v = x[ix + j * sx]
-            out[o + j] = v if v > 0 else 0
+            v = x[u(ix + j * sx)]
+            out[u(o + j)] = v if v > 0 else 0
 
 
 @kernel
@@ -161,7 +169,7 @@ def gelu(shape, x, x_strides, x_offset, out):
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            out[o + j] = gelu_tanh(x[ix + j * sx])
+            out[u(o + j)] = gelu_tanh(x[u(ix + j * sx)])
 
 
 @kernel
@@ -170,8 +178,8 @@ def abs(shape, x, x_strides, x_offset, out):  # noqa: A001 - the op's name
     for r in range(out.size // n):
         ix, o = row_start(r, shape, x_strides, x_offset), r * n
         for j in range(n):
-            v = x[ix + j * sx]
-            out[o + j] = v if v >= 0 else -v
+            v = x[u(ix + j * sx)]
+            out[u(o + j)] = v if v >= 0 else -v
 
 
 # ---- binary kernels: fn(shape, a, a_strides, a_offset, b, b_strides, b_offset, out) -----------------
@@ -183,7 +191,7 @@ def add(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            out[o + j] = a[ia + j * sa] + b[ib + j * sb]
+            out[u(o + j)] = a[u(ia + j * sa)] + b[u(ib + j * sb)]
 
 
 @kernel
@@ -193,7 +201,7 @@ def sub(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            out[o + j] = a[ia + j * sa] - b[ib + j * sb]
+            out[u(o + j)] = a[u(ia + j * sa)] - b[u(ib + j * sb)]
 
 
 @kernel
@@ -203,7 +211,7 @@ def mul(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            out[o + j] = a[ia + j * sa] * b[ib + j * sb]
+            out[u(o + j)] = a[u(ia + j * sa)] * b[u(ib + j * sb)]
 
 
 @kernel
@@ -213,7 +221,7 @@ def div(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            out[o + j] = safe_div(a[ia + j * sa], b[ib + j * sb])
+            out[u(o + j)] = safe_div(a[u(ia + j * sa)], b[u(ib + j * sb)])
 
 
 @kernel
@@ -223,7 +231,7 @@ def pow(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):  # noqa: A0
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            out[o + j] = safe_pow(a[ia + j * sa], b[ib + j * sb])
+            out[u(o + j)] = safe_pow(a[u(ia + j * sa)], b[u(ib + j * sb)])
 
 
 @kernel
@@ -233,8 +241,8 @@ def maximum(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            u, v = a[ia + j * sa], b[ib + j * sb]
-            out[o + j] = u if (u >= v or u != u) else v  # like numpy: nan wins
+            p, q = a[u(ia + j * sa)], b[u(ib + j * sb)]
+            out[u(o + j)] = p if (p >= q or p != p) else q  # like numpy: nan wins
 
 
 @kernel
@@ -248,20 +256,20 @@ def compare(op, shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
         o = r * n
         for j in range(n):
-            u, v = a[ia + j * sa], b[ib + j * sb]
+            p, q = a[u(ia + j * sa)], b[u(ib + j * sb)]
             if op == 0:
-                t = u == v
+                t = p == q
             elif op == 1:
-                t = u != v
+                t = p != q
             elif op == 2:
-                t = u < v
+                t = p < q
             elif op == 3:
-                t = u <= v
+                t = p <= q
             elif op == 4:
-                t = u > v
+                t = p > q
             else:
-                t = u >= v
-            out[o + j] = 1 if t else 0
+                t = p >= q
+            out[u(o + j)] = 1 if t else 0
 
 
 UNARY = {"neg": neg, "exp": exp, "log": log, "sqrt": sqrt, "tanh": tanh, "sigmoid": sigmoid,

@@ -18,7 +18,7 @@ IndexError.
 from __future__ import annotations
 
 from teenygrad._jit import kernel
-from teenygrad.kernels.elementwise import row_start
+from teenygrad.kernels.elementwise import row_start, u
 
 
 @kernel
@@ -31,7 +31,7 @@ def copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset):
         i = row_start(r, shape, src_strides, src_offset)
         o = row_start(r, shape, dst_strides, dst_offset)
         for j in range(n):
-            dst[o + j * ds] = src[i + j * ss]
+            dst[u(o + j * ds)] = src[u(i + j * ss)]
 
 
 @kernel
@@ -50,7 +50,7 @@ def gather(x, idx, out, outer, n_src, n_idx, inner):
             row = (o * n_idx + k) * inner
             for i in range(inner):
                 src = checked_index(idx[row + i], n_src)
-                out[row + i] = x[(o * n_src + src) * inner + i]
+                out[u(row + i)] = x[u((o * n_src + src) * inner + i)]
 
 
 @kernel
@@ -61,4 +61,4 @@ def index_select(x, idx, out, outer, n_src, inner):
             src = (o * n_src + checked_index(idx[k], n_src)) * inner
             dst = (o * n_idx + k) * inner
             for i in range(inner):
-                out[dst + i] = x[src + i]
+                out[u(dst + i)] = x[u(src + i)]

@@ -11,23 +11,27 @@ Loop order matters for speed: walking memory with stride 1 is fast, jumping is s
 closer together in memory than the columns (|sm| < |sn|, e.g. summing a C-order matrix over axis 0),
 we sweep n in the outer loop and update all M partial results in the inner one.
 
-Sums accumulate in float64 (a float32 running sum of a million numbers loses ~3 digits).
+Sums accumulate in float64 (a float32 running sum of a million numbers loses ~3 digits); the sum kernel
+may reassociate (add in a different order) so the compiler can use SIMD: only rounding changes.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from teenygrad._jit import kernel
+from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
 
 
-@kernel
+@kernel(fastmath={"reassoc"})  # let LLVM reorder the additions, so it can use SIMD
 def sum(x, x_offset, M, sm, N, sn, out):  # noqa: A001 - the op's name
     if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
         acc = np.zeros(M, dtype=np.float64)
         for n in range(N):
             base = x_offset + n * sn
             for m in range(M):
-                acc[m] += x[base + m * sm]
+                acc[m] += x[u(base + m * sm)]
         for m in range(M):
             out[m] = acc[m]
     else:
@@ -35,31 +39,42 @@ def sum(x, x_offset, M, sm, N, sn, out):  # noqa: A001 - the op's name
             s = 0.0
             base = x_offset + m * sm
             for n in range(N):
-                s += x[base + n * sn]
+                s += x[u(base + n * sn)]
             out[m] = s
 
 
 @kernel
 def max(x, x_offset, M, sm, N, sn, out):  # noqa: A001
-    """Requires N >= 1 (the max of nothing is undefined; dispatch raises before calling)."""
+    """Requires N >= 1 (the max of nothing is undefined; dispatch raises before calling).
+
+    Branch-free inner loops (a select, plus a separate "saw a nan" flag, since numpy's max is nan when
+    any element is) so that the compiler can vectorize them.
+    """
     if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
+        nan = np.zeros(M, dtype=np.bool_)
         for m in range(M):
-            out[m] = x[x_offset + m * sm]
+            out[m] = x[u(x_offset + m * sm)]
         for n in range(1, N):
             base = x_offset + n * sn
             for m in range(M):
-                v = x[base + m * sm]
-                if v > out[m] or (v != v and out[m] == out[m]):
-                    out[m] = v
+                v = x[u(base + m * sm)]
+                out[m] = v if v > out[m] else out[m]
+                nan[m] |= v != v
+        for m in range(M):
+            if nan[m] or out[m] != out[m]:
+                out[m] = math.nan
     else:
         for m in range(M):
             base = x_offset + m * sm
-            best = x[base]
+            best = x[u(base)]
+            nan = best != best
             for n in range(1, N):
-                v = x[base + n * sn]
-                if v > best or (v != v and best == best):
-                    best = v
+                v = x[u(base + n * sn)]
+                best = v if v > best else best
+                nan |= v != v
             out[m] = best
+            if nan:
+                out[m] = math.nan
 
 
 @kernel
@@ -67,9 +82,9 @@ def argmax(x, x_offset, M, sm, N, sn, out):
     """Requires N >= 1. Row-by-row: argmax is mostly taken over a contiguous last axis (class scores)."""
     for m in range(M):
         base = x_offset + m * sm
-        best, arg = x[base], 0
+        best, arg = x[u(base)], 0
         for n in range(1, N):
-            v = x[base + n * sn]
+            v = x[u(base + n * sn)]
             if v > best or (v != v and best == best):
                 best, arg = v, n
         out[m] = arg

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from teenygrad._jit import kernel, prange
+from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 
@@ -26,24 +27,24 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 @kernel
 def softmax_row(x, base, N, sn, out, o, log):
     """One row: max, then sum of shifted exps, then normalise (log=True gives log-softmax)."""
-    c = x[base]
+    c = x[u(base)]
     for n in range(1, N):
-        v = x[base + n * sn]
+        v = x[u(base + n * sn)]
         if v > c:
             c = v
     total = 0.0
     for n in range(N):
-        e = math.exp(x[base + n * sn] - c)
-        out[o + n] = e
+        e = math.exp(x[u(base + n * sn)] - c)
+        out[u(o + n)] = e
         total += e
     if log:
         lse = math.log(total)
         for n in range(N):
-            out[o + n] = (x[base + n * sn] - c) - lse
+            out[u(o + n)] = (x[u(base + n * sn)] - c) - lse
     else:
         inv = 1.0 / total
         for n in range(N):
-            out[o + n] *= inv
+            out[u(o + n)] *= inv
 
 
 @kernel
