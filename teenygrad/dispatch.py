@@ -82,6 +82,12 @@ def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     if a.shape == b.shape and a.is_contiguous() and b.is_contiguous():  # fast path: one flat loop
         out_shape = a.shape
         shape, sa, sb = (prod(out_shape),), (1,), (1,)
+    elif not b.shape and a.is_contiguous():  # tensor op scalar: a flat loop, b read with stride 0
+        out_shape = a.shape
+        shape, sa, sb = (prod(out_shape),), (1,), (0,)
+    elif not a.shape and b.is_contiguous():  # scalar op tensor
+        out_shape = b.shape
+        shape, sa, sb = (prod(out_shape),), (0,), (1,)
     else:
         out_shape = broadcast_shapes(a.shape, b.shape, op)
         shape, (sa, sb) = coalesce(out_shape, broadcast_strides(a.shape, a.strides, out_shape),
