@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> dict:
     fns["numpy"] = lambda a, b, out: np.matmul(a, b, out=out)
 
     print(f"CPU: {cpu_info()}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > 0.5:
+        print(f"warning: load average {load:.1f} before starting: other work is running, and threaded "
+              f"kernels (teenygrad's parallel ones and numpy's) slow down badly when cores are busy")
     print(f"numpy {np.__version__}, dtype float32, default kernel: matmul() -> {mm.DEFAULT!r}")
     print("GFLOPS (2*N^3 / best time); '-' = skipped (too slow at this size)\n")
     header = f"{'N':>6} " + " ".join(f"{n:>10}" for n in names) + f" {'default/np':>11}"
