@@ -39,9 +39,9 @@ def main() -> int:
     if missing:
         print(f"book/_toc.yml does not list: {', '.join(missing)}; add them so they appear in the book", file=sys.stderr)
         return 1
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(BOOK), "-W", "--keep-going"]
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", ".", "-W", "--keep-going"]
     print(" ".join(cmd), flush=True)
-    return subprocess.call(cmd)
+    return subprocess.call(cmd, cwd=BOOK)  # from book/, so _config.yml's cache path is book/_build/...
 
 
 if __name__ == "__main__":
