@@ -95,7 +95,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
     root = Path(args.course)
     if not batch.submissions(root, assignment):
         raise BadNotebook(f"no submissions of {assignment} in {root / 'submitted'}: run `collect` first")
-    limits = Limits(wall_seconds=args.timeout) if args.timeout else Limits()
+    limits = Limits()
+    if args.timeout:
+        limits.wall_seconds = args.timeout
+    if args.cell_timeout:
+        limits.cell_seconds = args.cell_timeout
+    limits.cell_seconds = min(limits.cell_seconds, limits.wall_seconds)
     results, skipped = batch.grade_all(root, assignment, args.db, jobs=args.jobs, force=args.force, limits=limits)
     width = max([len(r.student) for r in results] + [7])
     if results:
@@ -171,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("assignment")
     p.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded at once (default 1)")
     p.add_argument("--force", action="store_true", help="regrade submissions graded before")
-    p.add_argument("--timeout", type=int, help="seconds one notebook may run (default 900)")
+    p.add_argument("--timeout", type=int, help="seconds one notebook may run in all (default 900)")
+    p.add_argument("--cell-timeout", type=int, help="seconds one cell may run (default 300)")
     course_options(p)
     p.set_defaults(func=cmd_grade)
 

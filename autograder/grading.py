@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, judges
+from autograder import course, judges, sandbox
 from autograder.normalize import cap_outputs, normalize
 from teenygrad.grading import GRADING_DIR_ENV
 
@@ -110,6 +110,9 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
         return f"the notebook ran past the {limits.wall_seconds} s limit and was stopped"
     if outcome == "memory":
         return f"the notebook used more than {limits.memory_bytes / 2**30:g} GiB of memory and was stopped"
+    if "Timeout waiting for execute reply" in log or "CellTimeoutError" in log:
+        return (f"a cell ran past the {limits.cell_seconds} s limit and ignored the interrupt (a loop in compiled "
+                "code?), so the notebook was stopped")
     if outcome == "exited":
         return f"the notebook's kernel exited (code {status.get('exit_code')}) before all cells ran"
     last = [l for l in log.strip().splitlines() if l.strip()]
@@ -183,7 +186,11 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
 
         os.environ["JUPYTER_PATH"] = str(private / "jupyter")
         cfg_extra = {"kernel_name": KERNEL_NAME, "ipc": str(work / "ipc" / "kernel"), "cell_timeout": limits.cell_seconds}
-        run = course.api(root, extra=cfg_extra).autograde(assignment, student)
+        try:
+            run = course.api(root, extra=cfg_extra).autograde(assignment, student)
+        finally:
+            if sandbox.sweep(json.loads((status_file.parent / "spec.json").read_text())):
+                result.notes.append("processes the notebook left running were stopped")
         verdicts = judges.judge(parts, drawn, grading_dir)
         status = json.loads(status_file.read_text()) if status_file.exists() else {}
         result.isolation = status.get("isolation", "")

@@ -66,7 +66,7 @@ def normalize(submitted: nbformat.NotebookNode, source: nbformat.NotebookNode,
             changes.append(f"cell {gid!r} changed type; restored it")
         head.metadata = copy.deepcopy(src.metadata)  # tags and nbgrader flags come from the source
         if meta.get("locked") and not meta.get("solution"):
-            if head.source != src.source:
+            if head.source != released_cells.get(gid, src).source:  # what the learner was given
                 changes.append(f"cell {gid!r} is locked and was edited; restored it")
             head.source = src.source
         cells.append(head)

@@ -58,6 +58,10 @@ def _build_root(spec: dict) -> Path:
     root = Path(f"/dev/shm/teenygrad-root-{spec['id']}")
     root.mkdir(parents=True, exist_ok=True)
     _mount("tmpfs", str(root), "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    # fresh /tmp and /proc first: the binds below may live under /tmp (a checkout in /tmp) and must stay on top
+    for folder, fstype, data in (("tmp", "tmpfs", "size=256m,mode=1777"), ("proc", "proc", None)):
+        (root / folder).mkdir(exist_ok=True)
+        _mount(fstype, str(root / folder), fstype, MS_NOSUID | MS_NODEV, data)
     for path in spec["read_only"]:
         inside = root / path.lstrip("/")
         if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
@@ -70,9 +74,6 @@ def _build_root(spec: dict) -> Path:
     (root / "dev").mkdir(exist_ok=True)
     _mount("/dev", str(root / "dev"), None, MS_BIND | MS_REC)  # /dev/null, /dev/urandom
     _mount("tmpfs", str(root / "dev" / "shm"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
-    for folder, fstype, data in (("tmp", "tmpfs", "size=256m,mode=1777"), ("proc", "proc", None)):
-        (root / folder).mkdir(exist_ok=True)
-        _mount(fstype, str(root / folder), fstype, MS_NOSUID | MS_NODEV, data)
     work = root / spec["work_dir"].lstrip("/")
     work.mkdir(parents=True, exist_ok=True)
     _mount(spec["work_dir"], str(work), None, MS_BIND)
@@ -114,7 +115,6 @@ def _child(spec: dict, argv: list[str], isolated: bool, ready: int) -> None:
         os.close(ready)
         work = spec["work_dir"]
         if isolated:
-            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the wrapper dies -> so does the sandbox
             # our own mounts and no network; the wrapper keeps its view to write the status file
             _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
             _mount("none", "/", None, MS_REC | MS_PRIVATE)
@@ -122,12 +122,16 @@ def _child(spec: dict, argv: list[str], isolated: bool, ready: int) -> None:
         os.chdir(work)
         limits = {resource.RLIMIT_AS: spec["address_space_bytes"], resource.RLIMIT_FSIZE: spec["file_bytes"],
                   resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: spec["max_processes"]}
+        os.setsid()  # its own process group: kill(0, ...) inside cannot reach the wrapper's
         if isolated:
             os.setgroups([])
             os.setgid(spec["uid"])
             os.setuid(spec["uid"])
-        else:
-            os.setsid()
+        # after setuid, which clears it: if the wrapper dies, the kernel (pid 1 of its namespace, and with
+        # it everything inside) gets SIGKILL
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != spec["_wrapper_pid"] and not isolated:
+            os._exit(1)
         for which, value in limits.items():
             resource.setrlimit(which, (value, value))
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
@@ -156,6 +160,7 @@ def run(spec: dict, argv: list[str]) -> int:
         argv = argv[:i] + [str(own)] + argv[i + 1:]
 
     isolated = os.geteuid() == 0 and spec.get("isolate", True)
+    spec["_wrapper_pid"] = os.getpid()
     if isolated:
         try:
             _check(_libc.unshare(CLONE_NEWPID), "unshare")  # our next child is pid 1 of a new namespace
@@ -172,14 +177,17 @@ def run(spec: dict, argv: list[str]) -> int:
     os.write(go, b"1")
     os.close(go)
 
-    def forward(signum, _frame):  # nbgrader interrupts or stops "the kernel": pass it on
+    def interrupt(signum, _frame):  # nbgrader interrupts "the kernel": pass it on
         try:
             os.kill(pid, signum)
         except ProcessLookupError:
             pass
 
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    def stop(signum, _frame):  # nbgrader shuts "the kernel" down: tear the whole sandbox down
+        _kill(pid, isolated)
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, stop)
     deadline = start + spec["wall_seconds"]
     outcome, code = "exited", 0
     while True:
@@ -231,6 +239,28 @@ def _remove_cgroup(group: Path) -> None:
             return
         except OSError:
             time.sleep(0.05)
+
+
+def sweep(spec: dict) -> int:
+    """Kill whatever still runs as the sandbox's own uid and remove its cgroups: the grader's last word.
+
+    Every sandbox gets a uid of its own, so this touches nothing else. Returns how many were killed.
+    """
+    killed = 0
+    if os.geteuid() != 0 or not spec.get("uid"):
+        return 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == spec["uid"]:
+                    os.kill(int(entry), signal.SIGKILL)
+                    killed += 1
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                pass
+    for controller in ("pids", "memory"):
+        _remove_cgroup(CGROUP / controller / f"teenygrad-{spec['id']}")
+    shutil.rmtree(f"/dev/shm/teenygrad-root-{spec['id']}", ignore_errors=True)
+    return killed
 
 
 def main() -> int:

@@ -1,0 +1,221 @@
+"""A battery of crafted submissions for exercise 1, each with the outcome a fair grader gives.
+
+Each fixture is built from the released exercise (stubs) or from it solved with the solution code, then
+mutated the way a careless or hostile learner might. `EXPECTED[name] = (score, text)`: the exact score
+out of 7, and a piece of text the instructor must see in the reasons ("" where any reason will do; every
+lost point must come with some reason).
+Points: predict 1, mse_loss 1, mse_gradient 2, gd_step 1, fit_normal_equations 2.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+
+import nbformat
+
+from autograder import course
+
+ASSIGNMENT = "01-regression"
+PARTS = ["predict", "mse_loss", "mse_gradient", "gd_step", "fit_normal_equations"]
+# functions with the right shapes and the wrong values
+WRONG = {
+    "predict": "def predict(X, w):\n    return np.zeros(X.shape[0])",
+    "mse_loss": "def mse_loss(X, y, w):\n    return 0.0",
+    "mse_gradient": "def mse_gradient(X, y, w):\n    return np.zeros(X.shape[1])",
+    "gd_step": "def gd_step(X, y, w, lr):\n    return w",
+    "fit_normal_equations": "def fit_normal_equations(X, y):\n    return np.zeros(X.shape[1])",
+}
+
+
+def _gid(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def exercise() -> nbformat.NotebookNode:
+    return nbformat.read(course.EXERCISES / f"{ASSIGNMENT}.ipynb", as_version=4)
+
+
+def solved(parts=PARTS) -> nbformat.NotebookNode:
+    """The exercise with the given parts filled in as a learner would (solution code, no markers)."""
+    answers = {}
+    for cell in nbformat.read(course.SOLUTIONS / f"{ASSIGNMENT}.ipynb", as_version=4).cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            answers[_gid(cell)] = "\n".join(l for l in cell.source.splitlines() if "### " not in l)
+    nb = exercise()
+    for cell in nb.cells:
+        if _gid(cell) in parts:
+            cell.source = answers[_gid(cell)]
+    return nb
+
+
+def wrong(nb):
+    for cell in nb.cells:
+        if _gid(cell) in WRONG:
+            cell.source = WRONG[_gid(cell)]
+    return nb
+
+
+def insert_after(nb, grade_id, code):
+    """A learner's own cell right after the cell `grade_id` (None: after the setup cell)."""
+    index = next(i for i, c in enumerate(nb.cells) if _gid(c) == (grade_id or "setup"))
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(code))
+    return nb
+
+
+def _after_each_part(nb, code):
+    for part in PARTS:
+        insert_after(nb, part, code)
+    return nb
+
+
+def with_tests(nb, fn):
+    for cell in nb.cells:
+        if (_gid(cell) or "").startswith("test_"):
+            fn(cell)
+    return nb
+
+
+def _edit(cell):
+    cell.source = "pass  # tests? what tests"
+
+
+def _tag(cell):
+    cell.metadata.setdefault("tags", []).append("skip-execution")
+
+
+def _retype(cell):
+    cell.metadata.pop("nbgrader", None)
+
+
+SWALLOW_ERRORS = ("ip = get_ipython()\nip.set_custom_exc((BaseException,), lambda *a, **k: None)\n"
+                  "import sys\nsys.excepthook = lambda *a: None")
+PATCH_NUMPY = ("import numpy, numpy.testing\nnumpy.allclose = lambda *a, **k: True\nnumpy.isclose = lambda *a, **k: True\n"
+               "numpy.testing.assert_allclose = lambda *a, **k: None\nnp = numpy")
+PATCH_EQ = ("class Yes(float):\n    __eq__ = lambda self, other: True\n    __le__ = __ge__ = __lt__ = __gt__ = __eq__\n"
+            "    __abs__ = lambda self: Yes(0.0)\n"
+            "import numpy\nnumpy.allclose = lambda *a, **k: True\nnumpy.isclose = lambda *a, **k: True\n"
+            "def mse_loss(X, y, w):\n    return Yes(0.0)")
+PATCH_BUILTINS = ("import builtins, teenygrad.grading\n"
+                  "builtins.isinstance = lambda *a: True\nbuiltins.AssertionError = Warning\n"
+                  "def report(part, fn):\n"
+                  "    import os, glob, numpy\n"
+                  "    root = os.environ.get('TEENYGRAD_GRADING_DIR', '')\n"
+                  "    for case in glob.glob(f'{root}/cases/{part}/*.npz'):\n"
+                  "        out = case.replace('/cases/', '/results/')\n"
+                  "        os.makedirs(os.path.dirname(out), exist_ok=True)\n"
+                  "        numpy.savez(out, out0=numpy.zeros(3))\n"
+                  "teenygrad.grading.report = report")
+
+
+def read_secrets(course_root) -> str:
+    """Try every secret there is; if any is readable, use it to define the functions (a cheat)."""
+    targets = [str(course.SOLUTIONS / f"{ASSIGNMENT}.ipynb"), str(course.REPO / "autograder" / "judges" / "regression.py"),
+               str(course_root / "gradebook.db"), str(course_root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"),
+               str(course.REPO / ".git" / "HEAD")]
+    return ("import json\nleaked = []\n"
+            f"for path in {targets!r}:\n"
+            "    try:\n        data = open(path, 'rb').read()\n        leaked.append(path)\n"
+            "        print('LEAKED', path)\n"
+            "        if path.endswith('.ipynb'):\n"
+            "            for c in json.loads(data)['cells']:\n"
+            "                if 'BEGIN SOLUTION' in ''.join(c['source']): exec(''.join(c['source']), globals())\n"
+            "    except OSError as e:\n        print('blocked:', type(e).__name__)\n")
+
+
+def write_gradebook(course_root) -> str:
+    return ("import sqlite3, os\n"
+            "for attempt in range(1):\n"
+            "    try:\n"
+            f"        db = sqlite3.connect({str(course_root / 'gradebook.db')!r}, timeout=1)\n"
+            "        db.execute('update grade set manual_score = 100'); db.commit(); print('WROTE GRADEBOOK')\n"
+            "    except Exception as e: print('blocked:', type(e).__name__)\n"
+            f"for path in [{str(course_root / 'feedback' / 'honest-full' / 'x.html')!r}, "
+            f"{str(course_root / 'autograded' / 'honest-full' / ASSIGNMENT / 'result.json')!r}]:\n"
+            "    try:\n        os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+            "        open(path, 'w').write('{\"score\": 0}'); print('WROTE', path)\n"
+            "    except OSError as e: print('blocked:', type(e).__name__)\n")
+
+
+NUMBA_SPIN = ("import numba\n@numba.njit\ndef spin(x):\n    while x >= 0:\n        x = (x * 1103515245 + 12345) % 2147483648\n"
+              "    return x\nspin(1)")
+FORK_BOMB = ("import os, time\nchildren = 0\nfor _ in range(5000):\n    pid = os.fork()\n"
+             "    if pid == 0:\n        time.sleep(600)\n        os._exit(0)\n    children += 1")
+HUGE_IMAGE = ("from IPython.display import display\nimport base64\n"
+              f"display({{'image/png': {base64.b64encode(b'x' * 10).decode()!r} * 3_000_000}}, raw=True)")
+
+
+def notebooks(course_root) -> dict[str, bytes]:
+    """name -> the bytes of the submission file."""
+    nbs = {
+        "honest-full": solved(),
+        "honest-partial": solved(["predict", "mse_loss", "fit_normal_equations"]),
+        "stub": exercise(),
+        "edited-tests-stub": with_tests(exercise(), _edit),
+        "edited-tests-solved": with_tests(solved(), _edit),
+        "deleted-tests": (lambda nb: setattr(nb, "cells", [c for c in nb.cells if not (_gid(c) or "").startswith("test_")]) or nb)(solved()),
+        "retyped-tests": with_tests(solved(), _retype),
+        "skip-tag-wrong": with_tests(wrong(exercise()), _tag),
+        "reordered": (lambda nb: setattr(nb, "cells", nb.cells[::-1]) or nb)(solved()),
+        "deleted-solution": (lambda nb: setattr(nb, "cells", [c for c in nb.cells if _gid(c) != "predict"]) or nb)(solved()),
+        "duplicated-cells": (lambda nb: nb.cells.extend(copy.deepcopy(nb.cells[3:8])) or nb)(solved()),
+        "swallow-errors-wrong": insert_after(wrong(exercise()), None, SWALLOW_ERRORS),
+        "patch-numpy-wrong": insert_after(wrong(exercise()), None, PATCH_NUMPY),
+        "patch-eq-wrong": insert_after(wrong(exercise()), "mse_loss", PATCH_EQ),
+        "patch-builtins-wrong": insert_after(wrong(exercise()), None, PATCH_BUILTINS),
+        "read-secrets": _after_each_part(exercise(), read_secrets(course_root)),
+        "write-gradebook": insert_after(solved(), None, write_gradebook(course_root)),
+        "os-exit": insert_after(solved(), "test_mse_gradient", "import os\nos._exit(1)"),
+        "sys-exit": insert_after(solved(), "test_mse_gradient", "import sys\nsys.exit(3)"),
+        "raise-systemexit": insert_after(solved(), "test_mse_gradient", "raise SystemExit"),
+        "kill-parent": insert_after(solved(), "test_mse_gradient", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        "python-loop": insert_after(solved(), "test_mse_gradient", "while True:\n    pass"),
+        "numba-loop": insert_after(solved(), "test_mse_gradient", NUMBA_SPIN),
+        "memory-bomb": insert_after(solved(), "test_mse_gradient", "hog = bytearray(64 * 2**30)"),
+        "fork-bomb": insert_after(solved(), "test_mse_gradient", FORK_BOMB),
+        "big-output": insert_after(solved(), "test_predict", "print('x' * 100_000_000)"),
+        "huge-image": insert_after(solved(), "test_predict", HUGE_IMAGE),
+    }
+    files = {name: nbformat.writes(nb).encode() for name, nb in nbs.items()}
+    files["nbformat3"] = nbformat.writes(nbformat.convert(solved(), 3), version=3).encode()
+    files["not-json"] = b"I am not a notebook"
+    files["empty"] = b""
+    other = solved()
+    other.metadata["teenygrad"] = {"assignment": "02-tensors"}
+    files["other-assignment"] = nbformat.writes(other).encode()
+    return files
+
+
+EXPECTED = {
+    "honest-full": (7, ""),
+    "honest-partial": (4, "NotImplementedError"),
+    "stub": (0, "NotImplementedError"),
+    "edited-tests-stub": (0, "NotImplementedError"),
+    "edited-tests-solved": (7, ""),
+    "deleted-tests": (7, ""),
+    "retyped-tests": (7, ""),
+    "skip-tag-wrong": (0, ""),
+    "reordered": (7, ""),
+    "deleted-solution": (6, "NotImplementedError"),
+    "duplicated-cells": (7, ""),
+    "swallow-errors-wrong": (0, ""),
+    "patch-numpy-wrong": (0, "wrong values"),
+    "patch-eq-wrong": (0, ""),
+    "patch-builtins-wrong": (0, ""),
+    "read-secrets": (0, "NotImplementedError"),
+    "write-gradebook": (7, ""),
+    "os-exit": (4, "exited"),
+    "sys-exit": (7, ""),
+    "raise-systemexit": (7, ""),
+    "kill-parent": (7, ""),  # the kernel is pid 1 of its own namespace: there is no parent to reach
+    "python-loop": (7, ""),
+    "numba-loop": (4, "limit"),
+    "memory-bomb": (7, ""),
+    "fork-bomb": (7, ""),
+    "big-output": (7, ""),
+    "huge-image": (7, ""),
+    "nbformat3": (7, ""),
+    "not-json": (0, "not valid JSON"),
+    "empty": (0, "empty"),
+    "other-assignment": (0, "02-tensors"),
+}

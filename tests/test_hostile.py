@@ -1,0 +1,105 @@
+"""Issue: bad and hostile submissions. A whole class of crafted submissions (tests/hostile.py) is collected
+and graded in one batch with 2 jobs, as an instructor would; then every outcome, the gradebook and the
+machine are checked."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+
+import pytest
+
+import hostile
+from conftest import autograder
+
+A = hostile.ASSIGNMENT
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    src = tmp_path_factory.mktemp("submissions")
+    for name, data in hostile.notebooks(root).items():
+        (src / name).mkdir()
+        (src / name / f"{A}.ipynb").write_bytes(data)
+    collected = autograder("collect", str(src), "-a", A, "--course", str(root), check=True)
+    graded = autograder("grade", A, "--course", str(root), "--jobs", "2", "--timeout", "90", "--cell-timeout", "15",
+                        check=True)
+    return root, collected, graded
+
+
+def result_of(root, name) -> dict:
+    return json.loads((root / "autograded" / name / A / "result.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(hostile.EXPECTED))
+def test_each_submission_gets_a_fair_recorded_outcome(graded_class, name):
+    root, _, _ = graded_class
+    result = result_of(root, name)
+    score, text = hostile.EXPECTED[name]
+    reasons = " | ".join([result["error"]] + [p["message"] for p in result["parts"]])
+    assert result["score"] == score, reasons
+    assert result["max_score"] == 7
+    for part in result["parts"]:  # every lost point says why
+        assert part["score"] == part["max_score"] or part["message"], part
+    assert text in reasons
+
+
+def test_batch_summary_names_everyone(graded_class):
+    _, collected, graded = graded_class
+    assert f"{len(hostile.EXPECTED)} new submissions" in collected.stdout
+    assert f"graded {len(hostile.EXPECTED)}, skipped 0" in graded.stdout
+    for name in hostile.EXPECTED:
+        assert name in graded.stdout
+
+
+def test_gradebook_is_consistent(graded_class):
+    from nbgrader.api import Gradebook
+
+    root, _, _ = graded_class
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assert sorted(s.id for s in gb.students) == sorted(hostile.EXPECTED)
+        for name in hostile.EXPECTED:
+            sub = gb.find_submission(A, name)
+            assert sub.score == result_of(root, name)["score"] and sub.max_score == 7, name
+            assert all(g.manual_score is None for nb in sub.notebooks for g in nb.grades)  # nobody wrote 100s
+
+
+def test_nothing_leaked_or_written(graded_class):
+    root, _, _ = graded_class
+    for name in hostile.EXPECTED:
+        text = (root / "autograded" / name / A / f"{A}.ipynb").read_text()
+        assert "LEAKED" not in text and "WROTE" not in text, name
+    assert "blocked" in (root / "autograded" / "read-secrets" / A / f"{A}.ipynb").read_text()
+    assert not (root / "feedback" / "honest-full" / "x.html").exists()
+
+
+def test_outputs_are_capped(graded_class):
+    root, _, _ = graded_class
+    for name in ("big-output", "huge-image"):
+        assert (root / "autograded" / name / A / f"{A}.ipynb").stat().st_size < 2_000_000
+        assert "cut" in " ".join(result_of(root, name)["notes"])
+
+
+def test_no_process_or_cgroup_outlives_the_batch(graded_class):
+    uids = subprocess.run(["ps", "-eo", "uid="], capture_output=True, text=True).stdout.split()
+    assert not [u for u in uids if 100000 <= int(u) < 150000]  # the sandboxes' uids
+    import glob
+    assert not glob.glob("/sys/fs/cgroup/*/teenygrad-*")
+
+
+def test_feedback_export_and_resume(graded_class):
+    root, _, _ = graded_class
+    out = autograder("feedback", A, "--course", str(root), check=True)
+    assert f"{len(hostile.EXPECTED)} feedback pages" in out.stdout
+    page = (root / "feedback" / "os-exit" / A / f"{A}.html").read_text()
+    assert "exited" in page
+    exported = autograder("export", A, "--course", str(root), check=True).stdout
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(exported))}
+    assert len(rows) == len(hostile.EXPECTED)
+    for name, (score, _) in hostile.EXPECTED.items():
+        assert float(rows[name]["score"]) == score
+    assert "limit" in rows["numba-loop"]["problems"]
+    again = autograder("grade", A, "--course", str(root), check=True)
+    assert f"graded 0, skipped {len(hostile.EXPECTED)}" in again.stdout
