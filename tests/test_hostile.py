@@ -4,6 +4,7 @@ machine are checked."""
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import json
 import subprocess
@@ -14,10 +15,13 @@ import hostile
 from conftest import autograder
 
 A = hostile.ASSIGNMENT
+CGROUPS_BEFORE: set[str] = set()
 
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
+    global CGROUPS_BEFORE
+    CGROUPS_BEFORE = set(glob.glob("/sys/fs/cgroup/*/teenygrad-*"))
     root = tmp_path_factory.mktemp("course")
     src = tmp_path_factory.mktemp("submissions")
     for name, data in hostile.notebooks(root).items():
@@ -68,11 +72,17 @@ def test_gradebook_is_consistent(graded_class):
 
 def test_nothing_leaked_or_written(graded_class):
     root, _, _ = graded_class
+    def outputs(name):
+        nb = json.loads((root / "autograded" / name / A / f"{A}.ipynb").read_text())
+        return json.dumps([c.get("outputs", []) for c in nb["cells"]])
+
     for name in hostile.EXPECTED:
-        text = (root / "autograded" / name / A / f"{A}.ipynb").read_text()
-        assert "LEAKED" not in text and "WROTE" not in text, name
-    assert "blocked" in (root / "autograded" / "read-secrets" / A / f"{A}.ipynb").read_text()
+        assert "LEAKED" not in outputs(name), name
+    assert "blocked: FileNotFoundError" in outputs("read-secrets")
+    assert "WROTE GRADEBOOK" not in outputs("write-gradebook")
+    # its other "writes" landed in the sandbox's private /tmp; the real files are untouched
     assert not (root / "feedback" / "honest-full" / "x.html").exists()
+    assert result_of(root, "honest-full")["score"] == 7
 
 
 def test_outputs_are_capped(graded_class):
@@ -85,8 +95,7 @@ def test_outputs_are_capped(graded_class):
 def test_no_process_or_cgroup_outlives_the_batch(graded_class):
     uids = subprocess.run(["ps", "-eo", "uid="], capture_output=True, text=True).stdout.split()
     assert not [u for u in uids if 100000 <= int(u) < 150000]  # the sandboxes' uids
-    import glob
-    assert not glob.glob("/sys/fs/cgroup/*/teenygrad-*")
+    assert not set(glob.glob("/sys/fs/cgroup/*/teenygrad-*")) - CGROUPS_BEFORE
 
 
 def test_feedback_export_and_resume(graded_class):
