@@ -130,6 +130,7 @@ def _read_limited(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> byt
 def from_zip(source: Path, root: Path, assignment: str) -> CollectReport:
     report = CollectReport()
     per_student: dict[str, dict[str, bytes]] = {}
+    others: dict[str, int] = {}  # learners' files that are not notebooks, to report who handed in none
     total = 0
     try:
         zf = zipfile.ZipFile(source)
@@ -148,7 +149,11 @@ def from_zip(source: Path, root: Path, assignment: str) -> CollectReport:
             if stat.S_ISLNK(info.external_attr >> 16):
                 report.problems.append(f"{name}: symlink; skipped")
                 continue
-            if not name.lower().endswith(".ipynb") or "__MACOSX" in path.parts:
+            if "__MACOSX" in path.parts:
+                continue
+            if not name.lower().endswith(".ipynb"):
+                others.setdefault(owner_of(path), 0)
+                others[owner_of(path)] += 1
                 continue
             data = _read_limited(zf, info, MAX_NOTEBOOK_BYTES)
             if data is None:
@@ -163,6 +168,9 @@ def from_zip(source: Path, root: Path, assignment: str) -> CollectReport:
                 report.problems.append(f"{name}: cannot tell whose it is; skipped")
                 continue
             per_student.setdefault(student, {})[name] = data
+    for student, count in sorted(others.items()):
+        if student and student not in per_student:
+            report.problems.append(f"{student}: no .ipynb file handed in ({count} other files)")
     for student, files in sorted(per_student.items()):
         chosen = _choose(assignment, files, student, report)
         if chosen:
