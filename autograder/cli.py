@@ -1,7 +1,8 @@
 """The autograder's command line: `python -m autograder COMMAND --help`.
 
 Learner:     check NOTEBOOK                 grade one notebook, print points per part, write feedback HTML
-Instructor:  collect SOURCE -a ASSIGNMENT   take a class's submissions (folders or a platform's zip)
+Instructor:  setup ASSIGNMENT               prepare a course folder (and nbgrader's exchange config)
+             collect SOURCE -a ASSIGNMENT   take a class's submissions (folders or a platform's zip)
              grade ASSIGNMENT [--jobs N]     grade them all (resumes; --force regrades)
              feedback ASSIGNMENT            write per-learner feedback HTML
              export [ASSIGNMENT]            grades as CSV
@@ -72,6 +73,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps({k: v for k, v in result.to_json().items() if k not in ("sha256",)}))
     else:
         _print_table(result)
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from autograder import gradebook
+
+    config = gradebook.setup(Path(args.course), _known(args.assignment), args.db, args.exchange)
+    print(f"course ready in {Path(args.course)} ({args.assignment}: source, release, gradebook); nbgrader config: {config}")
     return 0
 
 
@@ -162,6 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--feedback", metavar="HTML", help="where to write the feedback (default: NOTEBOOK.feedback.html)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("setup", help="prepare a course folder for an assignment",
+                       description="Create or update a course folder for nbgrader: the assignment's source, "
+                       "release and gradebook entry, and an nbgrader_config.py so nbgrader's own commands "
+                       "(release_assignment, collect, formgrader) work in it.")
+    p.add_argument("assignment")
+    p.add_argument("--exchange", metavar="DIR", help="nbgrader exchange folder shared with JupyterHub users")
+    course_options(p)
+    p.set_defaults(func=cmd_setup)
 
     p = sub.add_parser("collect", help="take a class's submissions into the course",
                        description="Copy submissions from a folder of per-learner folders or a platform's zip "

@@ -37,6 +37,7 @@ def ensure_assignment(root: Path, assignment: str, db_url: str | None) -> None:
         # a new course: start from the cached generated assignment instead of generating again
         template = course.template(assignment)
         shutil.copytree(template / "source" / assignment, source.parent, dirs_exist_ok=True)
+        shutil.copytree(template / "release" / assignment, root / "release" / assignment, dirs_exist_ok=True)
         shutil.copyfile(template / "gradebook.db", root / "gradebook.db")
         return
     if known and source.exists():
@@ -45,6 +46,30 @@ def ensure_assignment(root: Path, assignment: str, db_url: str | None) -> None:
                   f"grading with the course's copy in {source.parent}")
         return
     course.generate(root, assignment, db_url_for(root, db_url))
+
+
+NBGRADER_CONFIG = """\
+# nbgrader configuration for this course, written by `python -m autograder setup`.
+# nbgrader's own commands (release_assignment, collect, formgrader) read it when run from this folder.
+c = get_config()
+c.CourseDirectory.course_id = {course_id!r}
+c.CourseDirectory.root = {root!r}
+{db}{exchange}"""
+
+
+def setup(root: Path, assignment: str, db_url: str | None, exchange: str | None) -> Path:
+    """Prepare a course folder for `assignment` and write its nbgrader_config.py."""
+    ensure_assignment(root, assignment, db_url)
+    config = root / "nbgrader_config.py"
+    text = NBGRADER_CONFIG.format(
+        course_id=course.COURSE_ID, root=str(root.resolve()),
+        db=f"c.CourseDirectory.db_url = {db_url!r}\n" if db_url else "",
+        exchange=f"c.Exchange.root = {str(Path(exchange).resolve())!r}\n" if exchange else "")
+    if config.exists() and config.read_text() != text:
+        backup = config.with_name(f"nbgrader_config.{now_utc().replace(' ', '_').replace(':', '-')}.py")
+        shutil.copyfile(config, backup)  # never silently overwritten
+    config.write_text(text)
+    return config
 
 
 def result_path(root: Path, student: str, assignment: str) -> Path:
