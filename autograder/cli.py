@@ -230,6 +230,17 @@ def main(argv: list[str] | None = None) -> int:
     except BadNotebook as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as e:  # a --db URL whose driver is not installed
+        print(f"error: the gradebook database needs the Python module {e.name!r}, which is not installed; "
+              "for PostgreSQL use a URL like postgresql+psycopg2://user@host/course", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if type(e).__module__.startswith("sqlalchemy"):
+            first = str(e).strip().splitlines()[0][:300]
+            print(f"error: cannot use the gradebook database ({args.db or 'sqlite in the course folder'}): {first}",
+                  file=sys.stderr)
+            return 2
+        raise
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

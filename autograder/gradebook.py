@@ -120,8 +120,8 @@ def export(root: Path, db_url: str | None, out, assignments: list[str]) -> int:
 
     rows = 0
     writer = csv.writer(out)
-    writer.writerow(["student", "assignment", "score", "max_score", "parts", "problems", "graded_at"])
     with Gradebook(db_url_for(root, db_url), course.COURSE_ID) as gb:
+        writer.writerow(["student", "assignment", "score", "max_score", "parts", "problems", "graded_at"])
         for assignment in assignments:
             for student in sorted(s.id for s in gb.students):
                 try:
