@@ -9,3 +9,9 @@ from teenygrad.tensor import (Tensor, arange, cat, float32, float64, full, int64
 
 __all__ = ["datasets", "kernels", "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn",
            "manual_seed", "cat", "stack", "float32", "float64", "int64"]
+
+# Chapter 5: autograd on scalars (teenygrad.value, teenygrad.value_nn) and compiling it to a tape (teenygrad.tape)
+from teenygrad import tape, value, value_nn  # noqa: E402
+from teenygrad.value import Value  # noqa: E402
+
+__all__ += ["tape", "value", "value_nn", "Value"]
