@@ -119,14 +119,17 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
     return "the notebook could not be run" + (f": {last[-1][:200]}" if last else "")
 
 
-def _sandbox(private: Path, grading_env: dict, limits: Limits) -> tuple[Path, Path]:
+def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None) -> tuple[Path, Path]:
     """Write the kernelspec and sandbox spec for one submission; return (work folder, status file)."""
     root = os.geteuid() == 0
     uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per worker: no sharing
     box = private / "sandbox"
     work = box / "work"
-    for sub in ("home", "ipc", "numba-cache", "grading"):
+    for sub in ("home", "ipc", "grading"):
         (work / sub).mkdir(parents=True, exist_ok=True)
+    if numba_cache and Path(numba_cache).is_dir():  # a copy: nothing compiled inside leaks to the next one
+        shutil.copytree(numba_cache, work / "numba-cache")
+    (work / "numba-cache").mkdir(exist_ok=True)
     os.chmod(private, 0o711)
     os.chmod(box, 0o711)
     python_home = str(Path(os.path.realpath(sys.executable)).parent.parent)
@@ -157,7 +160,7 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits) -> tuple[Path, Pa
 
 
 def grade_in_private_course(template: Path, assignment: str, student: str, notebook: Path,
-                            limits: Limits, keep: Path) -> Result:
+                            limits: Limits, keep: Path, numba_cache: str | None = None) -> Result:
     """Grade `notebook` as `student`'s submission; leave the autograded notebook and result in `keep`."""
     result = Result(assignment, student)
     source_nb = nbformat.read(template / "source" / assignment / f"{assignment}.ipynb", as_version=4)
@@ -171,7 +174,7 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         released = nbformat.read(template / "release" / assignment / f"{assignment}.ipynb", as_version=4)
         fixed, result.notes = normalize(nbformat.read(notebook, as_version=4), source_nb, released)
         nbformat.write(fixed, sub / f"{assignment}.ipynb")
-        work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits)
+        work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits, numba_cache)
         grading_dir = work / "grading"
         drawn = judges.write_cases(parts, grading_dir, seed=secrets.randbits(63))
         spec_path = status_file.parent / "spec.json"
