@@ -1,0 +1,293 @@
+"""Chapter 3's pieces: the 03-kernels judge (references against numpy, the solutions notebook against the judge,
+plausible wrong kernels rejected) and the chapter's structure. No timing assertions: timings vary by machine."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from autograder.judges import judge, write_cases
+from autograder.judges.kernels import PARTS, RELU_VIEWS, SPEED_SIZE, SUM_VIEWS, _matmul, _relu, _sum
+from teenygrad._jit import JIT_ENABLED
+from teenygrad.grading import GRADING_DIR_ENV
+
+REPO = Path(__file__).resolve().parent.parent
+CHAPTER = REPO / "chapters" / "03-kernels.ipynb"
+SOLUTIONS = REPO / "solutions" / "03-kernels.ipynb"
+POINTS = {"relu_kernel": 2, "sum_kernel": 2, "blocked_matmul": 3, "blocked_is_faster": 1}
+FUNCTION = {"relu_kernel": "relu_kernel", "sum_kernel": "sum_kernel", "blocked_matmul": "blocked_matmul",
+            "blocked_is_faster": "fast_blocked_matmul"}
+
+finite = st.floats(-100, 100, allow_nan=False, allow_infinity=False, width=32)
+
+
+# --- the judge's references against plain numpy -------------------------------------------------------
+
+@st.composite
+def arrays_2d_plus(draw, min_side=0):
+    shape = tuple(draw(st.lists(st.integers(min_side, 6), min_size=2, max_size=4)))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    return draw(hnp.arrays(dtype, shape, elements=finite))
+
+
+@settings(deadline=None, max_examples=60)
+@given(arrays_2d_plus())
+def test_relu_reference_is_numpy_maximum_on_each_view(x):
+    got = _relu(x)
+    views = [x, x[::2].T, x[:, ::-1], x[1:, 1:], np.broadcast_to(x[None], (2, *x.shape))]
+    assert len(got) == len(views) == len(RELU_VIEWS)
+    for g, v in zip(got, views):
+        assert g.dtype == x.dtype and g.shape == v.shape
+        np.testing.assert_array_equal(g, np.maximum(v, 0))
+
+
+@settings(deadline=None, max_examples=60)
+@given(arrays_2d_plus())
+def test_sum_reference_is_numpy_sum_on_each_view(x):
+    got = _sum(x)
+    want = [x.sum(), x.sum(axis=0), x.sum(axis=-1), x.T.sum(axis=-1), x[::2, ::-1].sum(axis=1)]
+    assert len(got) == len(want) == len(SUM_VIEWS)
+    for g, w in zip(got, want):
+        assert g.dtype == x.dtype and g.shape == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-3)
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.integers(1, 3), st.integers(0, 9), st.integers(0, 9), st.integers(0, 9), st.integers(0, 2**31))
+def test_matmul_reference_is_numpy_matmul(batch, m, k, n, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(batch, m, k)).astype(np.float32)
+    b = rng.normal(size=(k, n)).astype(np.float32)
+    direct, plain, transposed, batched = _matmul(a, b)
+    np.testing.assert_allclose(direct, a[0] @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(plain, a[0] @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(transposed, (a[0] @ b).T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(batched, a @ b, rtol=1e-5, atol=1e-5)
+    assert all(c.dtype == np.float32 for c in (direct, plain, transposed, batched))
+
+
+def test_cases_cover_the_edge_cases():
+    rng = np.random.default_rng(0)
+    shapes = [(a.shape, b.shape) for a, b in PARTS["blocked_matmul"].cases(rng)]
+    ks = {b[0] for _, b in shapes}
+    assert 0 in ks and 1 in ks  # K = 0 (zeros) and K = 1
+    assert any(a[1] == 0 for a, _ in shapes) and any(b[1] == 0 for _, b in shapes)  # M = 0, N = 0
+    assert any(a[0] > 1 for a, _ in shapes)  # a batch folded into the rows
+    assert any(min(a[1], b[0], b[1]) > 64 for a, b in shapes)  # past any sensible block size
+    assert any(x.shape[-1] == 0 for (x,) in PARTS["sum_kernel"].cases(rng))  # a sum over an empty axis
+    dtypes = {x.dtype for (x,) in PARTS["relu_kernel"].cases(rng) + PARTS["sum_kernel"].cases(rng)}
+    assert dtypes == {np.dtype(np.float32), np.dtype(np.float64)}
+    (a, b), = PARTS["blocked_is_faster"].cases(rng)
+    assert a.shape == b.shape == (SPEED_SIZE, SPEED_SIZE)
+
+
+# --- the solutions notebook against the judge ----------------------------------------------------------
+
+def _kernel_without_cache(fn=None, *, parallel=False, fastmath=False):
+    """teenygrad._jit.kernel without the disk cache, which needs a source file (exec'd cells have none)."""
+    wrap = numba.njit(parallel=parallel, fastmath=fastmath) if JIT_ENABLED else (lambda f: f)
+    return wrap(fn) if fn is not None else wrap
+
+
+def _notebook_namespace(transform=None) -> tuple[dict, dict]:
+    """Run the setup and solution cells (solution sources passed through `transform`); return the namespace
+    and the hidden-test source of each part."""
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    namespace: dict = {}
+    hidden = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        source = cell.source
+        if meta.get("solution") and transform is not None:
+            source = transform(meta["grade_id"], source)
+        if meta.get("solution") or meta.get("grade_id") == "setup":
+            exec(compile(source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
+            namespace["kernel"] = _kernel_without_cache
+        elif meta.get("grade"):
+            body = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
+            hidden[meta["grade_id"].removeprefix("test_")] = body
+    return namespace, hidden
+
+
+def test_solutions_notebook_matches_the_judge():
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    assert nb.metadata["teenygrad"] == {"assignment": "03-kernels"}
+    assert nb.cells[0].source.startswith("# Exercise 3: ")
+    solutions, tests = {}, {}
+    for cell in nb.cells:
+        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
+            solutions[meta["grade_id"]] = cell.source
+        elif meta.get("grade"):
+            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
+    for part, (points, source) in tests.items():
+        assert points == POINTS[part]
+        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
+        assert f'report("{part}", ' in hidden and "assert" not in hidden
+        # the function is defined outside the solution markers, so a released exercise still defines it
+        head = solutions[part][:solutions[part].index("### BEGIN SOLUTION")]
+        assert f"def {FUNCTION[part]}(" in head
+
+
+def test_hidden_cells_take_the_judges_views():
+    """The hidden cells build the views the judge's references are computed on, in the same order."""
+    _, hidden = _notebook_namespace()
+    assert "[t, t[::2].T, t[:, ::-1], t[1:, 1:], t.unsqueeze(0).expand(2, *x.shape)]" in hidden["relu_kernel"]
+    assert list(RELU_VIEWS) == ["t", "t[::2].T", "t[:, ::-1]", "t[1:, 1:]", "t.unsqueeze(0).expand(2, ...)"]
+    assert ("[t.sum(), t.sum(axis=0), t.sum(axis=-1), t.T.sum(axis=-1), t[::2, ::-1].sum(axis=1)]"
+            in hidden["sum_kernel"])
+    assert list(SUM_VIEWS) == ["t.sum()", "t.sum(axis=0)", "t.sum(axis=-1)", "t.T.sum(axis=-1)",
+                               "t[::2, ::-1].sum(axis=1)"]
+    assert "return out, (A[0] @ B).numpy(), (B.T @ A[0].T).numpy(), (A @ B).numpy()" in hidden["blocked_matmul"]
+
+
+def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
+    drawn = write_cases(PARTS, tmp_path, seed)
+    for part in parts:
+        exec(compile(hidden[part], f"<hidden tests {part}>", "exec"), namespace)
+    return judge(PARTS, drawn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace()
+    verdicts = _run_hidden(namespace, hidden, PARTS, tmp_path, seed)
+    assert verdicts == {part: None for part in PARTS}
+
+
+def _wrong(part: str, old: str, new: str):
+    def transform(grade_id: str, source: str) -> str:
+        if grade_id != part:
+            return source
+        assert old in source, (part, old)
+        return source.replace(old, new)
+    return transform
+
+
+WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
+    "relu ignores the offset": ("relu_kernel", "pos = x_offset", "pos = 0"),
+    "relu walks the buffer flat": ("relu_kernel", "v = x[pos]", "v = x[flat]"),
+    "relu keeps negatives": ("relu_kernel", "v if v > 0 else 0", "v if v > -0.5 else 0"),
+    "sum ignores the row stride": ("sum_kernel", "base = x_offset + m * sm", "base = x_offset + m * N"),
+    "sum ignores the column stride": ("sum_kernel", "acc += x[base + n * sn]", "acc += x[base + n]"),
+    "sum leaves empty rows unset": ("sum_kernel", "        out[m] = acc", "        if N > 0:\n            out[m] = acc"),
+    "matmul does not zero out (wrong on K = 0)": ("blocked_matmul", "            out[i, j] = 0.0\n",
+                                                  "            pass\n"),
+    "matmul drops partial blocks (wrong on odd shapes)": ("blocked_matmul", "i1 = min(i0 + BS, M)", "i1 = i0 + BS if i0 + BS <= M else i0"),
+    "matmul drops the last partial k block": ("blocked_matmul", "k1 = min(k0 + BS, K)", "k1 = k0 + BS if k0 + BS <= K else k0"),
+    "matmul runs j over the whole row in every block": ("blocked_matmul", "for j in range(j0, j1):", "for j in range(j0, N):"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(WRONG))
+def test_judge_rejects_wrong_kernels(mistake, tmp_path, monkeypatch):
+    part, old, new = WRONG[mistake]
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace(_wrong(part, old, new))
+    verdicts = _run_hidden(namespace, hidden, [part], tmp_path, seed=5)
+    assert verdicts[part] is not None, mistake
+
+
+def test_speed_check_needs_a_right_product_and_a_speedup():
+    rng = np.random.default_rng(0)
+    case = PARTS["blocked_is_faster"].cases(rng)[0]
+    a, b = case
+    check = PARTS["blocked_is_faster"].check
+    right = (a.astype(np.float64) @ b).astype(np.float32)
+    assert check(case, (right, np.float64(0.001), np.float64(0.01))) is None
+    assert "times as fast" in check(case, (right, np.float64(0.006), np.float64(0.01)))
+    assert "did not compute" in check(case, (np.zeros_like(right), np.float64(0.001), np.float64(0.01)))
+    assert "positive" in check(case, (right, np.float64(0.0), np.float64(0.01)))
+    assert "positive" in check(case, (right, np.float64(np.nan), np.float64(0.01)))
+    assert "reported" in check(case, (right,))
+
+
+def test_hidden_speed_test_reports_product_and_times(tmp_path, monkeypatch):
+    """The speed part end to end, with the clock replaced so that nothing here depends on timing."""
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace()
+    ticks = iter(range(10**6))
+    namespace["time"] = type("FakeTime", (), {"perf_counter": staticmethod(lambda: float(next(ticks)))})
+    drawn = write_cases(PARTS, tmp_path, seed=3)
+    exec(compile(hidden["blocked_is_faster"], "<hidden>", "exec"), namespace)
+    with np.load(tmp_path / "results" / "blocked_is_faster" / "0.npz") as z:
+        product, seconds, naive = z["out0"], z["out1"], z["out2"]
+    a, b = drawn["blocked_is_faster"][0]
+    np.testing.assert_allclose(product, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert seconds == naive == 1.0  # every timed call took one fake tick: equal times, so the part fails
+    assert "times as fast" in judge(PARTS, drawn, tmp_path)["blocked_is_faster"]
+
+
+# --- the chapter -------------------------------------------------------------------------------------------
+
+def test_chapter_structure():
+    nb = nbformat.read(CHAPTER, as_version=4)
+    assert nb.cells[0].cell_type == "markdown"
+    assert nb.cells[0].source.splitlines()[0] == "# Chapter 3: Accelerating with numba"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    level = 1
+    for i, cell in enumerate(nb.cells):
+        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the chapter without outputs"
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            heading = re.match(r"(#+) ", line)
+            if heading and i > 0:
+                new = len(heading.group(1))
+                assert 2 <= new <= level + 1, f"heading level {new} after {level}: {line!r}"
+                level = new
+    assert "[Exercise 3](../exercises/03-kernels.ipynb)" in "".join(c.source for c in nb.cells)
+
+
+def test_every_figure_in_the_prose_is_glued_by_the_code():
+    """The prose states measured figures only through {glue:text}`name`; each name is glued by a code cell."""
+    nb = nbformat.read(CHAPTER, as_version=4)
+    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "".join(c.source for c in nb.cells if c.cell_type == "code")
+    used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", prose))
+    glued = set(re.findall(r'glue\("([a-z0-9_]+)"', code)) | {
+        f"ch3_gflops_{name}" for name in ("naive", "reordered", "blocked", "tiled", "parallel", "default", "numpy")
+        if 'glue(f"ch3_gflops_{name}"' in code}
+    assert used, "the chapter should state its measurements through glue"
+    assert used <= glued, f"stated but never glued: {sorted(used - glued)}"
+
+
+def test_chapter_kernels_agree_with_teenygrad():
+    """The chapter's own kernels (exec'd from its code cells) against teenygrad's, without timing anything."""
+    nb = nbformat.read(CHAPTER, as_version=4)
+    namespace: dict = {}
+    exec("import importlib, inspect, time\nimport numba\nimport numpy as np\n"
+         "mm = importlib.import_module('teenygrad.kernels.matmul')", namespace)
+    wanted = {"matmul_ijk", "matmul_ikj", "add_numba", "sum_numba"}
+    for cell in nb.cells:  # only the function definitions, not the timing code around them
+        if cell.cell_type == "code":
+            defs = [node for node in ast.parse(cell.source).body
+                    if isinstance(node, ast.FunctionDef) and node.name in wanted]
+            exec(compile(ast.Module(body=defs, type_ignores=[]), "<chapter cell>", "exec"), namespace)
+    assert wanted <= set(namespace)
+    rng = np.random.default_rng(1)
+    for m, k, n in [(1, 1, 1), (5, 0, 3), (17, 9, 33)]:
+        a = rng.normal(size=(m, k)).astype(np.float32)
+        b = rng.normal(size=(k, n)).astype(np.float32)
+        for name in ("matmul_ijk", "matmul_ikj"):
+            out = np.full((m, n), np.nan, np.float32)
+            namespace[name](a, b, out)
+            np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+    x = rng.normal(size=1000).astype(np.float32)
+    out = np.empty_like(x)
+    namespace["add_numba"](x, x, out)
+    np.testing.assert_array_equal(out, x + x)
+    assert np.isclose(namespace["sum_numba"](x), x.astype(np.float64).sum(), rtol=1e-6)
