@@ -202,6 +202,14 @@ class Tape:
     def loss(self) -> float:
         return float(self.data[self.root])
 
+    def slots(self, values: Sequence[Value]) -> np.ndarray:
+        """The slot of each Value (e.g. the logits, to read predictions as `tape.data[tape.slots(logits)]`)."""
+        where = {id(v): i for i, v in enumerate(self.nodes)}
+        try:
+            return np.array([where[id(v)] for v in values], dtype=np.int64)
+        except KeyError:
+            raise ValueError("a Value passed to slots() is not on this tape") from None
+
     def set_inputs(self, x: Sequence[float] | np.ndarray) -> None:
         """Feed new values to the input slots, in the order `compile` was given the inputs."""
         x = np.asarray(x, dtype=np.float64)
