@@ -4,11 +4,15 @@ Chapter 1 uses only `teenygrad.datasets`; chapter 2 adds the Tensor (`teenygrad.
 kernels it runs on (`teenygrad.kernels`); later chapters add autograd and nn.
 """
 from teenygrad import datasets, kernels
-from teenygrad.tensor import (Tensor, arange, cat, float32, float64, full, int64, manual_seed, ones, rand, randn,
-                              stack, tensor, zeros)
+from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, float32, float64, full, int64, manual_seed, ones,
+                              rand, randn, stack, tensor, zeros)
+from teenygrad import autograd  # noqa: E402 - after tensor, which it extends
+from teenygrad.autograd import is_grad_enabled, no_grad, unbroadcast
+from teenygrad.gradcheck import gradcheck
 
 __all__ = ["datasets", "kernels", "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn",
-           "manual_seed", "cat", "stack", "float32", "float64", "int64"]
+           "manual_seed", "cat", "stack", "float32", "float64", "int64",
+           "autograd", "no_grad", "is_grad_enabled", "unbroadcast", "gradcheck", "cross_entropy"]
 
 # Chapter 5: autograd on scalars (teenygrad.value, teenygrad.value_nn) and compiling it to a tape (teenygrad.tape)
 from teenygrad import tape, value, value_nn  # noqa: E402

@@ -10,6 +10,9 @@ the buffer and converts data in and out.
 
 dtypes: float32 (the default for floats), float64 (for gradient checks), int64 (indices). Comparisons
 (==, <, ...) return 0/1 tensors of the operands' dtype, not bools: masks then multiply directly.
+
+Autograd: `Tensor(data, requires_grad=True)` makes a leaf; ops on it record a graph and `loss.backward()`
+fills `.grad` (see `teenygrad.autograd`). Comparisons and argmax have no gradient and record nothing.
 """
 from __future__ import annotations
 
@@ -52,8 +55,13 @@ class Tensor(TensorViews):
     """An n-dimensional array of float32, float64 or int64 numbers. See the module docstring."""
 
     __hash__ = object.__hash__  # we override ==, but tensors stay usable as dict keys (by identity)
+    # autograd state, as class defaults: a tensor that never meets autograd pays nothing for it
+    _requires_grad: bool = False
+    _ctx = None  # the autograd.Node that made this tensor; None for leaves
+    _retain: bool = False  # keep .grad although not a leaf (retain_grad)
+    grad: Tensor | None = None  # dL/d(self), summed over backward calls; kept on leaves
 
-    def __init__(self, data: object, dtype: object = None) -> None:
+    def __init__(self, data: object, dtype: object = None, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
             data = data.numpy()
         from_numpy = isinstance(data, (np.ndarray, np.generic))
@@ -64,6 +72,8 @@ class Tensor(TensorViews):
         self.shape: tuple[int, ...] = arr.shape
         self.strides: tuple[int, ...] = contiguous_strides(arr.shape)
         self.offset: int = 0
+        if requires_grad:
+            autograd.set_requires_grad(self, True)
 
     @classmethod
     def _make(cls, buf: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
@@ -135,7 +145,51 @@ class Tensor(TensorViews):
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", threshold=1000)
-        return f"tensor({body}, dtype={self.dtype})"
+        grad = f", grad_fn=<{self._ctx.op}>" if self._ctx else ", requires_grad=True" if self._requires_grad else ""
+        return f"tensor({body}, dtype={self.dtype}{grad})"
+
+    # ---- autograd (the graph, the rules and the backward pass live in teenygrad.autograd) ------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        autograd.set_requires_grad(self, value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Make this (float, leaf) tensor a parameter whose gradient backward computes; returns self."""
+        return autograd.set_requires_grad(self, requires_grad)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def grad_fn(self) -> autograd.Node | None:
+        """The node (op, inputs, saved values) that made this tensor, None for leaves."""
+        return self._ctx
+
+    def backward(self, grad: Tensor | Scalar | None = None) -> None:
+        """Add d(self)/d(leaf) into leaf.grad for every leaf that requires grad. A scalar's implicit
+        gradient is 1; for any other shape pass `grad`, dL/d(self), and get dL/d(leaf)."""
+        autograd.backward(self, grad)
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient (.grad becomes None; the next backward starts afresh)."""
+        self.grad = None
+
+    def retain_grad(self) -> Tensor:
+        """Keep .grad on this non-leaf tensor too (backward normally fills only leaves)."""
+        self._retain = True
+        return self
+
+    def detach(self) -> Tensor:
+        """The same memory without the graph: gradients stop here."""
+        return Tensor._make(self._buf, self.shape, self.strides, self.offset)
+
+    def _record_view(self, op: str, out: Tensor, **saved: object) -> Tensor:
+        return autograd.record(op, out, (self,), **saved)
 
     # ---- dtype and layout ----------------------------------------------------------------------------
     def to(self, dtype: object) -> Tensor:
@@ -143,7 +197,10 @@ class Tensor(TensorViews):
         if dtype is self._buf.dtype:  # the common case, checked first because binary ops call this twice
             return self
         dt = as_dtype(dtype)
-        return self if dt == self.dtype else dispatch.contiguous(self, dt)
+        if dt == self.dtype:
+            return self
+        out = dispatch.contiguous(self, dt)
+        return autograd.record("cast", out, (self,), dtype=self.dtype) if self._requires_grad and dt != int64 else out
 
     def float(self) -> Tensor:
         return self.to(float32)
@@ -156,16 +213,22 @@ class Tensor(TensorViews):
 
     def contiguous(self) -> Tensor:
         """Itself if already contiguous, else a row-major copy (the `copy` kernel)."""
-        return self if self.is_contiguous() else dispatch.contiguous(self)
+        return self if self.is_contiguous() else self.clone()
 
     def clone(self) -> Tensor:
-        return dispatch.contiguous(self)
-
+        out = dispatch.contiguous(self)
+        return autograd.record("copy", out, (self,)) if self._requires_grad else out
 
     def _write(self, target: Tensor, value: Tensor | Scalar) -> None:
-        """target[...] = value, where target is a view of self (used by __setitem__)."""
+        """target[...] = value, where target is a view of self (used by __setitem__). Autograd records no
+        writes, so writing into (or from) a tensor that requires grad is refused unless under no_grad()."""
         src = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype)
+        if autograd.grad_enabled and (self._requires_grad or src._requires_grad):
+            raise RuntimeError("setitem: in-place writes are not recorded by autograd, so a tensor that requires "
+                               "grad cannot be written into or copied from; use no_grad() (e.g. for a parameter "
+                               "update) or build a new tensor with cat/stack")
         dispatch.copy_into(src, target)
+        autograd.bump_version(self._buf)  # a saved copy of the old values is now stale: backward will say so
 
     # ---- elementwise math (kernels: teenygrad.kernels.elementwise) -----------------------------------------
     def neg(self) -> Tensor:
@@ -282,6 +345,10 @@ class Tensor(TensorViews):
         `table.index_select(0, token_ids)` of shape token_ids.shape + (dim,)."""
         return dispatch.index_select(self, axis, index)
 
+    def cross_entropy(self, targets: Tensor) -> Tensor:
+        """Mean over rows of -log softmax(self)[target] for logits (..., C) and int64 class targets (...)."""
+        return dispatch.cross_entropy(self, targets)
+
 
 def _binary_or_not(op: str, a: object, b: object) -> Tensor:
     """Python operators return NotImplemented for operand types we do not know (so Python can try the
@@ -303,9 +370,9 @@ def manual_seed(seed: int) -> None:
     _generator = np.random.default_rng(seed)
 
 
-def tensor(data: object, dtype: object = None) -> Tensor:
-    """Same as Tensor(data, dtype): nested lists, a numpy array, or a scalar (always copied)."""
-    return Tensor(data, dtype=dtype)
+def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
+    """Same as Tensor(data, dtype, requires_grad): nested lists, a numpy array, or a scalar (always copied)."""
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
 
 
 def _dtype_or_default(dtype: object, default: np.dtype = float32) -> np.dtype:
@@ -368,4 +435,9 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return dispatch.stack(tensors, axis)
 
 
-from teenygrad import dispatch  # noqa: E402 - dispatch builds Tensors, so it imports this module first
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean over rows of -log softmax(logits)[target]; fused and stable (see Tensor.cross_entropy)."""
+    return dispatch.cross_entropy(logits, targets)
+
+
+from teenygrad import autograd, dispatch  # noqa: E402 - both build Tensors, so they import this module first

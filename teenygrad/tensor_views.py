@@ -6,7 +6,9 @@
     t.expand(4, 2, 3)   new leading axis with stride 0: every "copy" reads the same elements
     t.reshape(6)        a view when the elements can be walked with new strides, else a copy
 
-`TensorViews` is a mixin of `Tensor`: it needs only `_make`, `shape`, `strides`, `offset` and `_buf`.
+`TensorViews` is a mixin of `Tensor`: it needs only `_make`, `shape`, `strides`, `offset` and `_buf`, plus,
+for autograd, `_requires_grad` and `_record_view` (each view of a tensor that requires grad records a node
+whose rule moves the gradient back through the same index map; see `teenygrad.autograd.RULES`).
 """
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ class TensorViews:
         new = self._infer_shape(_shape_args(shape), "reshape")
         strides = view_strides(self.shape, self.strides, new)
         if strides is None:  # the layout cannot be walked with new strides: copy, then view the copy
-            c = self.contiguous()
-            return self._make(c._buf, new, contiguous_strides(new), c.offset)
-        return self._make(self._buf, new, strides, self.offset)
+            src = self.contiguous()  # (records a "copy" node when self requires grad)
+            out = self._make(src._buf, new, contiguous_strides(new), src.offset)
+        else:
+            src, out = self, self._make(self._buf, new, strides, self.offset)
+        return src._record_view("reshape", out, shape=src.shape) if self._requires_grad else out
 
     def view(self, *shape: int | Sequence[int]) -> TensorViews:
         """Like reshape, but never copies: raises if the layout does not allow a view."""
@@ -38,7 +42,8 @@ class TensorViews:
         if strides is None:
             raise ValueError(f"view: shape {new} is not compatible with the strides {self.strides} of shape "
                              f"{self.shape}; use reshape (which copies) or contiguous() first")
-        return self._make(self._buf, new, strides, self.offset)
+        out = self._make(self._buf, new, strides, self.offset)
+        return self._record_view("reshape", out, shape=self.shape) if self._requires_grad else out
 
     def _infer_shape(self, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
         if shape.count(-1) > 1:
@@ -57,8 +62,9 @@ class TensorViews:
         order = tuple(normalize_axis(d, self.ndim, "permute") for d in _shape_args(dims))
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permute: {tuple(dims)} is not a permutation of the {self.ndim} axes")
-        return self._make(self._buf, tuple(self.shape[d] for d in order),
-                            tuple(self.strides[d] for d in order), self.offset)
+        out = self._make(self._buf, tuple(self.shape[d] for d in order),
+                         tuple(self.strides[d] for d in order), self.offset)
+        return self._record_view("permute", out, dims=order) if self._requires_grad else out
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> TensorViews:
         """Swap two axes (by default the last two)."""
@@ -91,7 +97,8 @@ class TensorViews:
                 raise ValueError(f"expand: cannot expand shape {self.shape} to {sizes}")
         if any(s < 0 for s in shape):
             raise ValueError(f"expand: -1 is not allowed for the new leading dimensions in {sizes}")
-        return self._make(self._buf, tuple(shape), tuple(strides), self.offset)
+        out = self._make(self._buf, tuple(shape), tuple(strides), self.offset)
+        return self._record_view("expand", out, shape=self.shape) if self._requires_grad else out
 
     def squeeze(self, axis: int | None = None) -> TensorViews:
         """Drop size-1 axes (all of them, or just `axis` if it has size 1)."""
@@ -100,14 +107,16 @@ class TensorViews:
         else:
             a = normalize_axis(axis, self.ndim, "squeeze")
             keep = [d for d in range(self.ndim) if d != a or self.shape[d] != 1]
-        return self._make(self._buf, tuple(self.shape[d] for d in keep),
-                            tuple(self.strides[d] for d in keep), self.offset)
+        out = self._make(self._buf, tuple(self.shape[d] for d in keep),
+                         tuple(self.strides[d] for d in keep), self.offset)
+        return self._record_view("reshape", out, shape=self.shape) if self._requires_grad else out
 
     def unsqueeze(self, axis: int) -> TensorViews:
         """Insert a size-1 axis at position `axis` (which may be ndim, or negative)."""
         a = normalize_axis(axis, self.ndim + 1, "unsqueeze")
-        return self._make(self._buf, self.shape[:a] + (1,) + self.shape[a:],
-                            self.strides[:a] + (0,) + self.strides[a:], self.offset)
+        out = self._make(self._buf, self.shape[:a] + (1,) + self.shape[a:],
+                         self.strides[:a] + (0,) + self.strides[a:], self.offset)
+        return self._record_view("reshape", out, shape=self.shape) if self._requires_grad else out
 
     def flatten(self, start: int = 0, end: int = -1) -> TensorViews:
         """Merge axes start..end (inclusive) into one."""
@@ -117,7 +126,7 @@ class TensorViews:
         return self.reshape(*self.shape[:s], prod(self.shape[s:e + 1]), *self.shape[e + 1:])
 
     def _narrow(self, axis: int, start: int, length: int) -> TensorViews:
-        """View of `length` entries along `axis` from `start` (no checks: internal)."""
+        """View of `length` entries along `axis` from `start` (no checks, no autograd: internal)."""
         shape = self.shape[:axis] + (length,) + self.shape[axis + 1:]
         return self._make(self._buf, shape, self.strides, self.offset + start * self.strides[axis])
 
@@ -126,7 +135,9 @@ class TensorViews:
         An int64 tensor (or list) as the whole key selects rows: t[idx] == t.index_select(0, idx)."""
         if isinstance(key, (TensorViews, list, np.ndarray)):
             return self.index_select(0, key)
-        return _basic_index(self, key if isinstance(key, tuple) else (key,))
+        key = key if isinstance(key, tuple) else (key,)
+        out = _basic_index(self, key)
+        return self._record_view("index", out, shape=self.shape, key=key) if self._requires_grad else out
 
     def __setitem__(self, key: object, value: object) -> None:
         """Write into a view: t[0] = 1.0, t[:, 2:4] = other (broadcast to the view's shape)."""
