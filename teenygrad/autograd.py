@@ -27,6 +27,7 @@ A rule is a function `rule(ctx, g) -> tuple`, found in `RULES` by op name when b
            softmax, log_softmax      ctx.out, ctx.axis
            views             ctx.shape (the input's shape); permute ctx.dims; index ctx.key; cast ctx.dtype
            gather, index_select      ctx.shape, ctx.axis, ctx.index;  cat ctx.axis, ctx.spans
+           cross_entropy     ctx.x (logits as (rows, C)), ctx.targets, ctx.lse (per row), ctx.shape
   return one gradient per input, in input order, each with *that input's shape* (the engine checks, and
          casts it to the input's dtype). For an input that needs no gradient return None or False:
          `ctx.needs[i] and expr` skips computing expr. Computing it anyway is allowed, just wasted work.
@@ -244,7 +245,7 @@ RULES: dict[str, Rule] = {
     "gather": lambda ctx, g: (dispatch.scatter_add(g, ctx.shape, ctx.axis, ctx.index),),  # repeats add up
     "index_select": lambda ctx, g: (dispatch.index_add(g, ctx.shape, ctx.axis, ctx.index),),  # embedding grad
     "cat": lambda ctx, g: tuple(g._narrow(ctx.axis, start, n) for start, n in ctx.spans),  # each its slice
-    "cross_entropy": lambda ctx, g: (dispatch.cross_entropy_backward(ctx.x, ctx.targets, ctx.lse, g),),  # p - onehot
+    "cross_entropy": lambda ctx, g: (dispatch.cross_entropy_backward(ctx, g),),  # (softmax - onehot) / rows
 }
 DEFAULT_RULES: dict[str, Rule] = dict(RULES)
 

@@ -370,17 +370,18 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     KERNELS["cross_entropy"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + R], lse, losses)
     out = _cast(binary("mul", reduce("sum", Tensor._contiguous(losses, (R,)), None, False), 1.0 / R), x.dtype)
     if logits._requires_grad:
-        autograd.record("cross_entropy", out, (logits,), x=x, targets=t, lse=Tensor._contiguous(lse, (R,)))
+        autograd.record("cross_entropy", out, (logits,), x=x, targets=t, lse=Tensor._contiguous(lse, (R,)),
+                        shape=logits.shape)
     return out
 
 
-def cross_entropy_backward(x: Tensor, targets: Tensor, lse: Tensor, g: Tensor) -> Tensor:
-    """d(loss)/d(logits) = g * (softmax(logits) - onehot(targets)) / rows."""
-    R = targets.size
+def cross_entropy_backward(ctx: autograd.Node, g: Tensor) -> Tensor:
+    """d(loss)/d(logits) = g * (softmax(logits) - onehot(targets)) / rows, from the saved per-row lse."""
+    x, t = ctx.x, ctx.targets
     dx = _new(x.shape, x.dtype)
-    KERNELS["cross_entropy_backward"](x._buf[x.offset:x.offset + x.size], targets._buf[targets.offset:], lse._buf,
-                                      float(g.item()) / R, dx._buf)
-    return dx
+    KERNELS["cross_entropy_backward"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + t.size],
+                                      ctx.lse._buf, float(g.item()) / t.size, dx._buf)
+    return dx.reshape(ctx.shape)
 
 
 def add_into(acc: Tensor, x: Tensor) -> None:
