@@ -111,4 +111,4 @@ def test_second_process_loads_kernels_from_the_disk_cache():
     run_script("1")  # make sure the cache is filled (the test above usually did it already)
     again = run_script("1")
     assert again["misses"] == 0, "kernels were recompiled although they were cached on disk"
-    assert again["import_s"] < 1.5, f"import teenygrad took {again['import_s']:.2f}s"
+    # how long `import teenygrad` takes once cached is measured by benchmarks/startup.py (tests never time)
