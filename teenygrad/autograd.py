@@ -100,15 +100,16 @@ class Node:
     """How one tensor was made (the `ctx` a rule receives): op, inputs, needs, and the saved values."""
 
     def __init__(self, op: str, inputs: tuple[Tensor, ...], saved: dict[str, object]) -> None:
-        self.op, self.inputs = op, inputs
-        self.needs = tuple(x._requires_grad for x in inputs)
         self.__dict__.update(saved)
-        self._saved = tuple(v for v in saved.values() if isinstance(v, Tensor))
-        self._versions = tuple(_VERSIONS.get(id(t._buf), 0) for t in self._saved) if _VERSIONS else None
+        self.op, self.inputs, self._saved = op, inputs, saved
+        self.needs = tuple([x._requires_grad for x in inputs])
+        # versions of the saved tensors' buffers; only tracked once some buffer was ever written in place
+        self._versions = {k: _VERSIONS.get(id(v._buf), 0) for k, v in saved.items() if isinstance(v, Tensor)} \
+            if _VERSIONS else None
 
     def check_versions(self) -> None:
-        for i, t in enumerate(self._saved):
-            if _VERSIONS.get(id(t._buf), 0) != (self._versions[i] if self._versions else 0):
+        for k, t in self._saved.items():
+            if isinstance(t, Tensor) and _VERSIONS.get(id(t._buf), 0) != (self._versions or {}).get(k, 0):
                 raise RuntimeError(f"backward: a tensor needed for backward was modified in place (a tensor of "
                                    f"shape {t.shape} saved by {self.op!r}, written with t[...] = ... after the "
                                    f"forward pass); write into a clone() instead, or recompute the forward pass")
@@ -118,12 +119,12 @@ class Node:
 
 
 def record(op: str, out: Tensor, inputs: tuple[Tensor, ...], /, **saved: object) -> Tensor:
-    """Give `out` a Node (called by the ops, only when some input requires grad)."""
+    """Give `out` a Node (called by the ops, only when some input requires grad). An op that saves its
+    output passes it as `out=out`; the node keeps an alias, since out -> node -> out would be a cycle."""
     if not grad_enabled:
         return out
-    for k, v in saved.items():
-        if v is out:
-            saved[k] = out.detach()  # an alias: out -> node -> out would be a reference cycle
+    if "out" in saved:
+        saved["out"] = out.detach()
     out._ctx = Node(op, inputs, saved)
     out._requires_grad = True
     return out
