@@ -317,6 +317,7 @@ class Tensor(TensorViews):
         return dispatch.reduce("sum", self, axis, keepdim)
 
     def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+        """Largest element over `axis`. Its gradient goes to the first maximum (argmax's rule) on ties."""
         return dispatch.reduce("max", self, axis, keepdim)
 
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
