@@ -9,7 +9,8 @@ it down as a TAPE: one slot per node, in flat numpy arrays,
     arg[i]      a constant that is not a node (the exponent of POW)
     data[i]     its value            grad[i]  d loss / d (node i)
 
-with slots laid out as  [parameters | inputs | constants | ops in topological order]  and the loss last.
+with slots laid out as  [parameters | inputs | constants | ops in topological order]  and the loss last
+(`compile` picks the topological order that sorts ops by depth: see `_by_depth` for why).
 Every operand comes before its node, so one loop forward computes everything, and one loop backward
 (from the loss down) applies the chain rule, just as `Value.backward` does. Those two loops are tiny
 interpreters, `forward_kernel` and `backward_kernel`, compiled by numba (`teenygrad._jit.kernel`): no
@@ -22,6 +23,7 @@ one array copy and an SGD step is one loop over the parameter slots.
         tape.forward()      # -> the loss, a float
         tape.backward()     # grads of everything; tape.param_grads is a view of the parameters' grads
         tape.sgd_step(lr)   # data[p] -= lr * grad[p] over the parameter slots
+    losses = tape.fit(rows, lr)  # the same loop over many examples in one kernel call
 
 Constants (leaves that are neither inputs nor parameters, such as the 1 in `x + 1`) keep the value
 they had when compiled. Anything data-dependent must therefore be a node (see `value_nn.cross_entropy`).
@@ -143,16 +145,31 @@ def backward_kernel(opcode, a, b, arg, data, grad, lo, hi):
 @kernel
 def zero_and_seed(grad, lo, root):
     """grad[lo:] = 0, then d loss / d loss = 1."""
-    for i in range(lo, grad.shape[0]):
-        grad[i] = 0.0
+    grad[lo:] = 0.0  # a slice fill, which numba turns into a memset
     grad[root] = 1.0
 
 
 @kernel
 def sgd_kernel(data, grad, lo, hi, lr):
     """One SGD step over the parameter slots: data[p] -= lr * grad[p]."""
-    for p in range(lo, hi):
-        data[p] -= lr * grad[p]
+    d, g = data[lo:hi], grad[lo:hi]  # slices: their indices start at 0, so numba can vectorise the loop
+    for p in range(d.shape[0]):
+        d[p] -= lr * g[p]
+
+
+@kernel
+def fit_kernel(opcode, a, b, arg, data, grad, rows, n_params, n_leaves, lr, losses):
+    """Per-example SGD over `rows` (each row: values for the input slots), all in one compiled call.
+    losses[r] is the loss on row r before its step."""
+    n = opcode.shape[0]
+    for r in range(rows.shape[0]):
+        for k in range(rows.shape[1]):  # set_inputs
+            data[n_params + k] = rows[r, k]
+        forward_kernel(opcode, a, b, arg, data, n_leaves, n)
+        losses[r] = data[n - 1]
+        zero_and_seed(grad, 0, n - 1)
+        backward_kernel(opcode, a, b, arg, data, grad, n_leaves, n)
+        sgd_kernel(data, grad, 0, n_params, lr)
 
 
 def _python(fn: Callable) -> Callable:
@@ -263,6 +280,17 @@ class Tape:
         """data[p] -= lr * grad[p] for every parameter slot (one compiled loop)."""
         sgd_kernel(self.data, self.grad, 0, self.n_params, lr)
 
+    def fit(self, rows: np.ndarray, lr: float) -> np.ndarray:
+        """set_inputs, forward, backward, sgd_step for each row in turn, in one kernel call (no Python per
+        example); returns the loss on each row before its step. The same numbers as the four calls."""
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != self.n_inputs:
+            raise ValueError(f"fit: expected rows of {self.n_inputs} input values, got shape {rows.shape}")
+        losses = np.empty(rows.shape[0], dtype=np.float64)
+        fit_kernel(self.opcode, self._ua, self._ub, self.arg, self.data, self.grad, rows, self.n_params,
+                   self.n_leaves, lr, losses)
+        return losses
+
     def sync_values(self) -> None:
         """Copy every slot's data and grad back into its Value (to inspect, or to go on with Values)."""
         for v, d, g in zip(self.nodes, self.data.tolist(), self.grad.tolist()):
@@ -278,9 +306,24 @@ class Tape:
         return "\n".join(lines)
 
 
-def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = ()) -> Tape:
+def _by_depth(ops: list[Value]) -> list[Value]:
+    """The ops sorted by depth (a leaf has depth 0, an op 1 + its deepest child's), keeping their order within
+    a depth: still children first, since a child is shallower than its parent.
+
+    Why: in topological order a neuron's sum is a chain, each add waiting for the previous one (a few ns
+    each). Sorted by depth, neighbouring slots are independent (all the products, then the first add of
+    every neuron, then the second, ...), so the CPU overlaps them. Same graph, same values; only the
+    order in which a node's gradient contributions are added can differ (rounding, ~1e-16)."""
+    depth: dict[int, int] = {}
+    for v in ops:  # children before parents, so their depths are known
+        depth[id(v)] = 1 + max(depth.get(id(c), 0) for c in v.children)
+    return sorted(ops, key=lambda v: depth[id(v)])  # sorted() is stable
+
+
+def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = (), schedule: bool = True) -> Tape:
     """Compile the graph of `root` into a Tape. `inputs` are the leaves `set_inputs` feeds (in that order),
-    `params` the leaves `sgd_step` updates; every other leaf becomes a constant."""
+    `params` the leaves `sgd_step` updates; every other leaf becomes a constant. `schedule` orders the ops by
+    depth (faster, see `_by_depth`); False keeps `topological_order`'s order."""
     order = topological_order(root)
     in_graph = {id(v) for v in order}
     roles: dict[int, str] = {}
@@ -297,6 +340,8 @@ def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] =
             roles[id(v)] = role
     constants = [v for v in order if not v.children and id(v) not in roles]
     ops = [v for v in order if v.children]
+    if schedule:
+        ops = _by_depth(ops)
     nodes = [*params, *inputs, *constants, *ops]
     slot = {id(v): i for i, v in enumerate(nodes)}
 

@@ -152,12 +152,16 @@ class Value:
     @staticmethod
     def _apply(op: str, *children: Value, arg: float | None = None) -> Value:
         """Run the rule for `op` on the children's data and record the result as a new node."""
-        args = [c.data for c in children] if arg is None else [children[0].data, arg]
-        data, local_grads = RULES[op](*args)
+        if arg is not None:
+            data, local_grads = RULES[op](children[0].data, arg)
+        elif len(children) == 2:
+            data, local_grads = RULES[op](children[0].data, children[1].data)
+        else:
+            data, local_grads = RULES[op](children[0].data)
         if len(local_grads) != len(children):  # a swapped-in rule must give one gradient per operand
             raise ValueError(f"rule for {op!r} returned {len(local_grads)} local gradients for {len(children)} "
                              f"operands")
-        return Value(data, children, op, tuple(local_grads), arg)
+        return Value(data, children, op, local_grads, arg)
 
     # binary ops: a Python number on either side becomes a constant leaf
     def __add__(self, other: Value | Number) -> Value:
@@ -257,7 +261,9 @@ def topological_order(root: Value) -> list[Value]:
         elif id(node) not in seen:
             seen.add(id(node))
             stack.append((node, True))  # comes back up after all the children pushed above it
-            stack.extend((child, False) for child in reversed(node.children))  # first child on top
+            for child in reversed(node.children):  # reversed: the first child ends on top, visited first
+                if id(child) not in seen:
+                    stack.append((child, False))
     return order
 
 

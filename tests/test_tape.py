@@ -26,19 +26,22 @@ def close(got, want, tol=1e-12) -> bool:
     return bool(np.all(np.abs(got - want) <= tol * (1 + np.abs(want))))
 
 
-def compiled(program, xs):
+def compiled(program, xs, schedule=True):
     """Values and a tape of the same random expression; the first leaf is a parameter, the rest inputs."""
     leaves = [Value(x) for x in xs]
     root, pool = build(program, leaves)
-    tape = T.compile(root, inputs=leaves[1:], params=leaves[:1])
+    tape = T.compile(root, inputs=leaves[1:], params=leaves[:1], schedule=schedule)
     return leaves, root, pool, tape
 
 
 @settings(max_examples=150, deadline=None)
-@given(programs(ALL_OPS), leaf_values)
-def test_tape_matches_values_forward_and_backward(program, xs):
-    leaves, root, pool, tape = compiled(program, xs)
+@given(programs(ALL_OPS), leaf_values, st.booleans())
+def test_tape_matches_values_forward_and_backward(program, xs, schedule):
+    leaves, root, pool, tape = compiled(program, xs, schedule)
     assume(sane(pool, 1e6))
+    ops = np.arange(tape.n_leaves, len(tape))
+    assert np.all(tape.a[ops] < ops) and np.all(tape.b[ops] < ops)  # operands first: one forward sweep works
+    assert np.all((tape.a[ops] >= 0) & (tape.opcode[ops] != T.LEAF))
     root.backward()
     tape.data[:] = 0.0  # nothing left over from compile: forward recomputes every op
     tape.data[:tape.n_leaves] = [v.data for v in tape.nodes[:tape.n_leaves]]

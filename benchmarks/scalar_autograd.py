@@ -1,0 +1,151 @@
+"""Chapter 5's benchmark: training the digits MLP on Values, interpreted vs compiled to a tape.
+
+    python benchmarks/scalar_autograd.py              # about 30-60 s
+    python benchmarks/scalar_autograd.py --quick      # smoke run
+    python benchmarks/scalar_autograd.py --json out.json
+
+One model, 64 -> 16 (tanh) -> 10, softmax cross-entropy, per-example SGD, the same initial weights and
+the same examples for every method:
+- values:    micrograd's way: build the Value graph for each example, backward, update in Python.
+- tape:      the graph compiled once; per example set_inputs, forward, backward, sgd_step (4 kernel calls).
+- tape.fit:  the same loop over a whole epoch inside one kernel call.
+Each method's first examples' losses must equal the Value graph's (to 1e-9), or the script stops.
+Examples per second is the best of several timed chunks, in CPU time of this thread (the machine may be
+shared: the best chunk is the least disturbed). The Value graph is timed on fewer examples: it is ~1000x slower.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from teenygrad import tape as T  # noqa: E402
+from teenygrad.datasets import load_digits  # noqa: E402
+from teenygrad.value import Value  # noqa: E402
+from teenygrad.value_nn import MLP, cross_entropy, sgd_step  # noqa: E402
+
+SIZES, LR, SEED = [16, 10], 0.05, 0
+# CPU time of this thread, not wall time: every method is single-threaded, so on a quiet machine the two agree,
+# and on a shared one (other jobs preempting us) CPU time is the steadier estimate of that quiet-machine figure.
+clock = time.thread_time
+
+
+def data() -> tuple[np.ndarray, np.ndarray]:
+    """Rows of 64 pixels in [0, 1] followed by the one-hot target: what the tape's inputs are fed."""
+    X, y = load_digits()
+    return np.concatenate([X / 16.0, np.eye(10)[y]], axis=1), y
+
+
+def values_train(rows: np.ndarray, y: np.ndarray, chunk: int) -> tuple[list[float], list[float]]:
+    """(losses, seconds per chunk of examples), rebuilding the graph for every example."""
+    model = MLP(64, SIZES, seed=SEED)
+    params = model.parameters()
+    losses, times = [], []
+    for start in range(0, len(rows), chunk):
+        t0 = clock()
+        for row, t in zip(rows[start:start + chunk], y[start:start + chunk]):
+            loss = cross_entropy(model(row[:64].tolist()), int(t))
+            loss.backward()
+            sgd_step(params, LR)
+            losses.append(loss.data)
+        times.append(clock() - t0)
+    return losses, times
+
+
+def compile_tape() -> tuple[T.Tape, float]:
+    t0 = clock()
+    model = MLP(64, SIZES, seed=SEED)
+    xs, ts = [Value(0.0) for _ in range(64)], [Value(0.0) for _ in range(10)]
+    tape = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters())
+    return tape, clock() - t0
+
+
+def tape_train(rows: np.ndarray, epochs: int) -> tuple[list[float], list[float]]:
+    tape, _ = compile_tape()
+    losses, times = [], []
+    for _ in range(epochs):
+        t0 = clock()
+        for row in rows:
+            tape.set_inputs(row)
+            losses.append(tape.forward())
+            tape.backward()
+            tape.sgd_step(LR)
+        times.append(clock() - t0)
+    return losses, times
+
+
+def fit_train(rows: np.ndarray, epochs: int) -> tuple[list[float], list[float]]:
+    tape, _ = compile_tape()
+    losses, times = [], []
+    for _ in range(epochs):
+        t0 = clock()
+        losses.extend(tape.fit(rows, LR).tolist())
+        times.append(clock() - t0)
+    return losses, times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer examples and repeats")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--value-examples", type=int, default=None, help="examples for the Value graph (default 200)")
+    args = parser.parse_args()
+    n_values = args.value_examples or (20 if args.quick else 200)
+    epochs = 2 if args.quick else 5
+    chunk = 10
+
+    rows, y = data()
+    tape, compile_s = compile_tape()
+    # warm up the kernels (numba loads them from its disk cache, or compiles them the first time)
+    tape.fit(rows[:2], LR)
+    tape.set_inputs(rows[0]), tape.forward(), tape.backward(), tape.sgd_step(LR)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+    v_losses, v_times = values_train(rows[:n_values], y[:n_values], chunk)
+    t_losses, t_times = tape_train(rows, epochs)
+    f_losses, f_times = fit_train(rows, epochs)
+
+    check = min(n_values, 20)
+    for name, losses in (("tape", t_losses), ("tape.fit", f_losses)):
+        err = max(abs(a - b) for a, b in zip(losses[:n_values], v_losses))
+        if err > 1e-9:
+            sys.exit(f"{name}: losses differ from the Value graph's by {err:.3g} (> 1e-9) on the first "
+                     f"{n_values} examples; not timing a wrong answer")
+
+    n = len(rows)
+    rate = {"values": chunk / min(v_times[:-1] or v_times), "tape": n / min(t_times), "tape.fit": n / min(f_times)}
+    results = {
+        "model": f"64 -> {' -> '.join(map(str, SIZES))}, tanh, softmax cross-entropy, per-example SGD lr={LR}",
+        "tape_slots": len(tape), "tape_ops": len(tape) - tape.n_leaves, "params": tape.n_params,
+        "compile_seconds": compile_s, "value_examples": n_values, "tape_examples": n * epochs,
+        "examples_per_second": rate,
+        "speedup_vs_values": {k: rate[k] / rate["values"] for k in rate},
+        "losses_checked": n_values, "first_losses": v_losses[:check],
+        "epoch_mean_loss": {"tape": [float(np.mean(t_losses[e * n:(e + 1) * n])) for e in range(epochs)]},
+        "machine": {"cpu": platform.processor() or platform.machine(), "load_average": load,
+                    "python": platform.python_version()},
+    }
+
+    print(f"digits MLP {results['model']}")
+    print(f"tape: {results['tape_slots']} slots ({results['params']} params, {results['tape_ops']} ops), "
+          f"compiled in {compile_s * 1e3:.0f} ms; losses equal to the Value graph's on the first {n_values} "
+          f"examples (1e-9)")
+    print(f"{'method':<10} {'examples/s':>12} {'us/example':>12} {'vs values':>10}")
+    for k in rate:
+        print(f"{k:<10} {rate[k]:>12,.0f} {1e6 / rate[k]:>12.1f} {rate[k] / rate['values']:>9,.0f}x")
+    print("mean loss per tape epoch: " + ", ".join(f"{v:.3f}" for v in results["epoch_mean_loss"]["tape"]))
+    if load > 1.5:
+        print(f"note: load average {load:.1f} at start; the machine is shared, figures may be low")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
