@@ -187,8 +187,8 @@ class Tape:
         self.nodes = nodes  # the Value of each slot (for sync_values and listings)
         self.opcode, self.a, self.b, self.arg = opcode, a, b, arg
         # The kernels get the operand slots as uint32 (the same bytes; -1 reads as 2^32-1 but is never used):
-        # numba checks every *signed* index for being negative (numpy's a[-1]), an extra branch per access
-        # that costs ~1.5x in these loops; an unsigned index cannot be negative, so the check goes away.
+        # numba checks every *signed* index for being negative (numpy's a[-1]), an extra compare and add per
+        # access, and these loops do little else; an unsigned index cannot be negative, so the check goes away.
         self._ua, self._ub = a.view(np.uint32), b.view(np.uint32)
         self.data = np.array([v.data for v in nodes], dtype=np.float64)
         self.grad = np.zeros(len(nodes), dtype=np.float64)

@@ -134,6 +134,22 @@ def test_tape_training_reproduces_value_training():
     assert close(tape.param_data, [p.data for p in params], 1e-9)
 
 
+def test_fit_is_the_four_calls_in_one_kernel():
+    X, y, _, tape = digits_setup(20)
+    _, _, _, twin = digits_setup(20)
+    rows = np.concatenate([X, np.eye(10)[y]], axis=1)
+    losses = []
+    for row in rows:
+        tape.set_inputs(row)
+        losses.append(tape.forward())
+        tape.backward()
+        tape.sgd_step(0.05)
+    assert np.array_equal(twin.fit(rows, 0.05), losses)
+    assert np.array_equal(twin.data, tape.data) and np.array_equal(twin.grad, tape.grad)
+    with pytest.raises(ValueError, match="expected rows of 74 input values"):
+        twin.fit(X, 0.05)
+
+
 def test_tape_trains_digits():
     X, y, model, tape = digits_setup(600)
     inputs = np.concatenate([X, np.eye(10)[y]], axis=1)
@@ -259,6 +275,9 @@ fresh = cross_entropy(model(x), 1); fresh.backward()
 assert abs(loss - fresh.data) < 1e-12, (loss, fresh.data)
 assert np.allclose(tape.param_grads, [p.grad for p in model.parameters()], rtol=1e-12, atol=1e-14)
 tape.sgd_step(0.1)
+twin = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters())
+losses = twin.fit(np.array([x + [0.0, 1.0, 0.0]] * 2), 0.1)
+assert abs(losses[0] - loss) < 1e-12 and abs(losses[1] - tape.forward()) < 1e-12 and losses[1] < losses[0]
 print("ok", loss)
 """
     env = {**os.environ, "TEENYGRAD_JIT": "0", "PYTHONPATH": str(REPO)}
