@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import Callable, Iterator
+from typing import Callable, ContextManager
 
 from teenygrad import dispatch
+from teenygrad._swap import swapped
 from teenygrad.kernels.layout import prod
 from teenygrad.tensor import Tensor, full, int64, zeros
 from teenygrad.tensor_views import _basic_index
@@ -251,19 +252,10 @@ RULES: dict[str, Rule] = {
 DEFAULT_RULES: dict[str, Rule] = dict(RULES)
 
 
-@contextlib.contextmanager
-def use_rules(**swaps: Rule) -> Iterator[None]:
+def use_rules(**swaps: Rule) -> ContextManager[None]:
     """Run a block with some backward rules replaced: `with use_rules(add=my_add): loss.backward()`.
     The old rules come back when the block ends, also when it raises."""
-    unknown = sorted(set(swaps) - set(RULES))
-    if unknown:
-        raise KeyError(f"use_rules: unknown op name(s) {', '.join(unknown)}; known ops: {', '.join(sorted(RULES))}")
-    saved = {name: RULES[name] for name in swaps}
-    RULES.update(swaps)
-    try:
-        yield
-    finally:
-        RULES.update(saved)
+    return swapped(RULES, "op", **swaps)
 
 
 # ---- the backward pass ----------------------------------------------------------------------------------

@@ -43,9 +43,10 @@ Movement (see `movement.py`):
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-from typing import Callable, Iterator
+from typing import Callable, ContextManager
+
+from teenygrad._swap import swapped
 
 from teenygrad.kernels import elementwise, movement, reduce, softmax
 
@@ -77,21 +78,12 @@ def get(name: str) -> Callable:
         raise KeyError(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(KERNELS))}") from None
 
 
-@contextlib.contextmanager
-def use(**swaps: Callable) -> Iterator[None]:
+def use(**swaps: Callable) -> ContextManager[None]:
     """Run a block with some kernels replaced: `with use(add=my_add, exp=my_exp): ...`.
 
     The old kernels are restored when the block ends, also when it raises.
     """
-    unknown = sorted(set(swaps) - set(KERNELS))
-    if unknown:
-        raise KeyError(f"unknown kernel name(s) {', '.join(unknown)}; known kernels: {', '.join(sorted(KERNELS))}")
-    saved = {name: KERNELS[name] for name in swaps}
-    KERNELS.update(swaps)
-    try:
-        yield
-    finally:
-        KERNELS.update(saved)
+    return swapped(KERNELS, "kernel", **swaps)
 
 
 def reset() -> None:
