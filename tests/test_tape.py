@@ -71,10 +71,17 @@ def test_set_inputs_matches_a_fresh_graph(program, xs, data):
 def test_python_interpreter_matches_numba():
     _, root, _, tape = compiled([("mul", 0, 1), ("tanh", 2, 0), ("div", 3, 1), ("max", 4, 0), ("rsqrt", 5, 5),
                                  ("relu", 6, 0), ("sigmoid", 7, 0), ("log", 8, 0), ("exp", 9, 0)], [0.3, -0.8, 1.1])
-    loss, grads = tape.forward(), (tape.backward(), tape.grad.copy())[1]
+    loss, grads = tape.forward(), (tape.backward(), tape.grad.copy())[1]  # the run-by-run kernels
     assert tape.forward(python=True) == loss
     tape.backward(python=True)
     assert np.array_equal(tape.grad, grads)
+    args = (tape.opcode, tape._ua, tape._ub, tape.arg, tape.data)  # the node-by-node kernels, compiled
+    T.forward_kernel(*args, tape.n_leaves, len(tape))
+    T.zero_and_seed(tape.grad, 0, tape.root)
+    T.backward_kernel(*args, tape.grad, tape.n_leaves, len(tape))
+    assert tape.data[-1] == loss and np.array_equal(tape.grad, grads)
+    assert len(tape.runs) < len(tape) - tape.n_leaves + 1  # some runs are longer than one node
+    assert np.all(np.diff(tape.runs) > 0) and tape.runs[0] == tape.n_leaves and tape.runs[-1] == len(tape)
 
 
 def test_sgd_step_views_and_sync():
