@@ -59,6 +59,7 @@ class Result:
     seconds: float = 0.0
     sha256: str = ""  # of the graded submission, so re-running `grade` can skip it
     notes: list[str] = field(default_factory=list)  # what the grader changed before running it
+    sandbox: str = ""  # "<id>:<uid>" of the sandbox it ran in, for audits
 
     @property
     def score(self) -> float:
@@ -76,7 +77,7 @@ class Result:
     @classmethod
     def from_json(cls, data: dict) -> "Result":
         fields = {k: data[k] for k in ("assignment", "student", "error", "feedback", "isolation", "seconds", "sha256",
-                                       "notes") if k in data}
+                                       "notes", "sandbox") if k in data}
         return cls(parts=[PartResult(**p) for p in data.get("parts", [])], **fields)
 
 
@@ -181,6 +182,7 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         spec = json.loads(spec_path.read_text())
         spec["env"][GRADING_DIR_ENV] = str(grading_dir)
         spec_path.write_text(json.dumps(spec))
+        result.sandbox = f"{spec['id']}:{spec['uid']}"
         if os.geteuid() == 0:
             for dirpath, _dirs, files in os.walk(grading_dir):
                 os.chown(dirpath, spec["uid"], spec["uid"])
