@@ -26,8 +26,9 @@ Seams for the exercise (grading "a Value op with its backward" and "the topologi
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
+from typing import Callable, ContextManager, Sequence
+
+from teenygrad._swap import swapped
 
 Number = float | int
 # A rule maps the operand numbers to (result, local gradients): one d result / d operand per operand.
@@ -109,8 +110,7 @@ RULES: dict[str, Rule] = {"add": add, "sub": sub, "mul": mul, "div": div, "pow":
                           "log": log, "tanh": tanh, "relu": relu, "sigmoid": sigmoid, "max": maximum}
 
 
-@contextmanager
-def use_op(**rules: Rule) -> Iterator[None]:
+def use_op(**rules: Rule) -> ContextManager[None]:
     """Within the block, build Values with these rules instead of the built-in ones.
 
         def my_mul(a, b):
@@ -119,15 +119,7 @@ def use_op(**rules: Rule) -> Iterator[None]:
             loss = (x * y + 1).tanh()   # every * here runs my_mul, forward and local gradients
         loss.backward()                 # backward uses the local gradients my_mul returned
     """
-    unknown = sorted(set(rules) - set(RULES))
-    if unknown:
-        raise KeyError(f"no op named {', '.join(unknown)}; ops are {', '.join(RULES)}")
-    saved = {name: RULES[name] for name in rules}
-    RULES.update(rules)
-    try:
-        yield
-    finally:
-        RULES.update(saved)
+    return swapped(RULES, "op", **rules)
 
 
 # --- Value ---------------------------------------------------------------------------------------------------

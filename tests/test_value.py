@@ -152,7 +152,7 @@ def test_errors_are_clear():
         x + "1"
     with pytest.raises(ValueError, match="math domain error"):
         Value(-1.0).log()
-    with pytest.raises(KeyError, match="no op named sqrt"):
+    with pytest.raises(KeyError, match="unknown op name.*sqrt"):
         with use_op(sqrt=lambda a: (a, (1.0,))):
             pass
     with pytest.raises(ValueError, match="returned 1 local gradients for 2 operands"):
