@@ -23,24 +23,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path when run)
 mm = importlib.import_module("teenygrad.kernels.matmul")
 
 # Largest size at which each slow kernel is still run (it would take too long beyond).
 MAX_SIZE = {"naive": 256, "reordered": 1024, "blocked": 2048}
-
-
-def best_time(fn, repeats: int, budget: float) -> float:
-    """Best wall time of `repeats` calls (fewer if they exceed `budget` seconds), after one warm-up call."""
-    fn()
-    best = float("inf")
-    start = time.perf_counter()
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if time.perf_counter() - start > budget:
-            break
-    return best
 
 
 def cpu_info() -> str:

@@ -27,29 +27,15 @@ import importlib
 import json
 import os
 import sys
-import time
 
 import numba
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path when run)
 tg = importlib.import_module("teenygrad")
 _matmul = importlib.import_module("teenygrad.kernels.matmul")
 local_array = _matmul.local_array
-
-
-def best_time(fn, repeats: int, budget: float) -> float:
-    """Best wall time of `repeats` calls (fewer if they exceed `budget` seconds), after one warm-up call."""
-    fn()
-    best = float("inf")
-    start = time.perf_counter()
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        if time.perf_counter() - start > budget:
-            break
-    return best
 
 
 # ---- the machine's limits ------------------------------------------------------------------------------
