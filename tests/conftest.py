@@ -1,6 +1,7 @@
 """Shared helpers: run the autograder as a learner would, and build the book once per test session."""
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -28,6 +29,13 @@ def grade_json(notebook: Path, *extra: str) -> dict:
 
 @pytest.fixture(scope="session")
 def book_build() -> subprocess.CompletedProcess:
-    """Build the book (as `make book` does) once; tests inspect the result."""
-    return subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
-                          text=True, timeout=3600)
+    """Build the book (as `make book` does) once per test process; tests inspect the result.
+
+    With several pytest workers, a lock makes the builds take turns: the first executes the chapters,
+    the others find them in the execution cache and only re-check the build.
+    """
+    (REPO / "book" / "_build").mkdir(parents=True, exist_ok=True)
+    with open(REPO / "book" / "_build" / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
+                              text=True, timeout=3600)
