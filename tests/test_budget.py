@@ -1,0 +1,22 @@
+"""Readers read teenygrad's source, so it has a size budget, as tinygrad does: no module past what a
+learner reads in one sitting, and the whole package stays small. Raise a number only on purpose."""
+from __future__ import annotations
+
+from conftest import REPO
+
+MAX_MODULE_LINES = 460
+MAX_PACKAGE_LINES = 5000
+
+
+def modules():
+    return sorted((REPO / "teenygrad").rglob("*.py"))
+
+
+def test_every_module_reads_in_one_sitting():
+    long = {p.relative_to(REPO).as_posix(): n for p in modules() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"over {MAX_MODULE_LINES} lines: {long}; split the module by idea"
+
+
+def test_the_package_stays_small():
+    total = sum(len(p.read_text().splitlines()) for p in modules())
+    assert total <= MAX_PACKAGE_LINES, f"teenygrad is {total} lines, budget {MAX_PACKAGE_LINES}"
