@@ -1,0 +1,265 @@
+"""Chapter 5's pieces: the 05-scalar-autograd judge (its plain-Python references against teenygrad.Value and
+the tape on random graphs, its topological-order check), the solutions notebook against the judge, plausible
+wrong answers rejected, and the chapter (structure, and the figures its prose states). No timing assertions."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from autograder.judges import judge, write_cases
+from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph, _topo_check, forward_backward
+from teenygrad import tape as T
+from teenygrad.grading import GRADING_DIR_ENV
+from teenygrad.value import Value, topological_order
+
+REPO = Path(__file__).resolve().parent.parent
+CHAPTER = REPO / "chapters" / "05-scalar-autograd.ipynb"
+SOLUTIONS = REPO / "solutions" / "05-scalar-autograd.ipynb"
+POINTS = {"mul_op": 2, "topological_order": 2, "tanh_opcode": 2}
+FUNCTIONS = {"mul_op": ["mul_op"], "topological_order": ["topological_order"],
+             "tanh_opcode": ["tanh_forward", "tanh_backward"]}
+
+
+def as_values(x, op, a, b):
+    leaves = [Value(v) for v in x.tolist()]
+    nodes = list(leaves)
+    for code, i, j in zip(op.tolist(), a.tolist(), b.tolist()):
+        u = nodes[i]
+        nodes.append({ADD: lambda: u + nodes[j], SUB: lambda: u - nodes[j], MUL: lambda: u * nodes[j],
+                      TANH: lambda: u.tanh()}[code]())
+    return leaves, nodes
+
+
+graphs = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 8), st.integers(1, 60), st.floats(0.0, 0.7))
+
+
+# --- the judge's references against teenygrad -------------------------------------------------------------
+
+@settings(deadline=None, max_examples=80)
+@given(graphs)
+def test_reference_matches_teenygrad_values(params):
+    seed, n, m, p_mul = params
+    x, op, a, b = _graph(np.random.default_rng(seed), n, m, p_mul)
+    leaves, nodes = as_values(x, op, a, b)
+    nodes[-1].backward()
+    value, grads = forward_backward(x, op, a, b)
+    assert value == pytest.approx(nodes[-1].data, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(grads, [v.grad for v in leaves], rtol=1e-10, atol=1e-12)
+
+
+@settings(deadline=None, max_examples=40)
+@given(graphs)
+def test_reference_matches_the_tape(params):
+    seed, n, m, p_mul = params
+    x, op, a, b = _graph(np.random.default_rng(seed), n, m, p_mul)
+    leaves, nodes = as_values(x, op, a, b)
+    tape = T.compile(nodes[-1], inputs=leaves)
+    loss = tape.forward()
+    tape.backward()
+    value, grads = forward_backward(x, op, a, b)
+    assert loss == pytest.approx(value, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(tape.grad[tape.slots(leaves)], grads, rtol=1e-10, atol=1e-12)
+
+
+def test_cases_have_reuse_and_every_op():
+    for name in ("mul_op", "tanh_opcode"):
+        cases = PARTS[name].cases(np.random.default_rng(0))
+        ops = np.concatenate([c[1] for c in cases])
+        assert set(ops.tolist()) == {ADD, SUB, MUL, TANH}
+        assert any(np.any((c[1] == MUL) & (c[2] == c[3])) for c in cases), "some x * x"
+        assert any(len(c[0]) == 1 for c in cases), "a single leaf"
+        assert all(np.any(c[1] == TANH) for c in PARTS["tanh_opcode"].cases(np.random.default_rng(1)))
+
+
+def _topo_graph(case):
+    n_leaves, a, b, root = case
+    nodes = [Value(0.1 * k) for k in range(n_leaves)]
+    for i, j in zip(a.tolist(), b.tolist()):
+        nodes.append(nodes[i].tanh() if j < 0 else nodes[i] + nodes[j])
+    return nodes, nodes[root]
+
+
+def _positions(nodes, order):
+    number = {id(v): k for k, v in enumerate(nodes)}
+    return (np.array([number.get(id(v), -1) for v in order], dtype=np.int64),)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_topo_check_accepts_valid_orders_and_rejects_invalid_ones(seed):
+    for case in PARTS["topological_order"].cases(np.random.default_rng(seed)):
+        nodes, root = _topo_graph(case)
+        order = topological_order(root)
+        assert _topo_check(case, _positions(nodes, order)) is None
+        # another valid order: breadth-first depth levels, deepest first (Kahn's algorithm on the reversed graph)
+        depth = {}
+        for v in order:
+            depth[id(v)] = 1 + max((depth[id(c)] for c in v.children), default=-1)
+        other = sorted(order, key=lambda v: (depth[id(v)], -id(v)))
+        assert _topo_check(case, _positions(nodes, other)) is None
+        if len(order) > 1:
+            assert _topo_check(case, _positions(nodes, order[::-1])) is not None  # parents first
+            assert _topo_check(case, _positions(nodes, order[:-1])) is not None  # root missing
+            assert _topo_check(case, _positions(nodes, [order[0], *order])) is not None  # a node twice
+        outside = [v for v in nodes if id(v) not in {id(u) for u in order}]
+        if outside:
+            assert "does not depend" in _topo_check(case, _positions(nodes, [outside[0], *order]))
+        assert _topo_check(case, (np.array([0.5]),)) is not None
+        assert _topo_check(case, (np.array([len(nodes) + 3]),)) is not None
+
+
+# --- the solutions notebook ------------------------------------------------------------------------------
+
+def _notebook_namespace(transform=None) -> tuple[dict, dict]:
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    namespace: dict = {}
+    hidden = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        source = cell.source
+        if meta.get("solution") and transform is not None:
+            source = transform(meta["grade_id"], source)
+        if meta.get("solution") or meta.get("grade_id") == "setup":
+            exec(compile(source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
+        elif meta.get("grade"):
+            hidden[meta["grade_id"].removeprefix("test_")] = (
+                source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")])
+    return namespace, hidden
+
+
+def test_solutions_notebook_matches_the_judge():
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    assert nb.metadata["teenygrad"] == {"assignment": "05-scalar-autograd"}
+    assert nb.cells[0].source.startswith("# Exercise 5: ")
+    solutions, tests = {}, {}
+    for cell in nb.cells:
+        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
+            solutions[meta["grade_id"]] = cell.source
+        elif meta.get("grade"):
+            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
+    for part, (points, source) in tests.items():
+        assert points == POINTS[part]
+        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
+        assert f'report("{part}", ' in hidden and "assert" not in hidden
+        for other in set(FUNCTIONS) - {part}:  # each part is graded on its own function(s) only
+            assert not any(re.search(rf"\b{fn}\(", hidden) for fn in FUNCTIONS[other]), (part, other)
+        for fn in FUNCTIONS[part]:  # defined outside the solution markers, so a released exercise defines it
+            assert f"def {fn}(" in solutions[part]
+            assert solutions[part].index(f"def {fn}(") < solutions[part].rindex("### BEGIN SOLUTION")
+
+
+def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
+    drawn = write_cases(PARTS, tmp_path, seed)
+    for part in parts:
+        exec(compile(hidden[part], f"<hidden tests {part}>", "exec"), namespace)
+    return judge(PARTS, drawn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace()
+    assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
+
+
+def _wrong(part: str, old: str, new: str):
+    def transform(grade_id: str, source: str) -> str:
+        if grade_id != part:
+            return source
+        assert old in source, (part, old)
+        return source.replace(old, new)
+    return transform
+
+
+WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
+    "mul backward swaps the operands": ("mul_op", "return a * b, (b, a)", "return a * b, (a, b)"),
+    "mul backward forgets the second operand": ("mul_op", "return a * b, (b, a)", "return a * b, (b, 0.0)"),
+    "mul backward is the product": ("mul_op", "return a * b, (b, a)", "return a * b, (a * b, a * b)"),
+    "mul forward adds": ("mul_op", "return a * b, (b, a)", "return a + b, (b, a)"),
+    "DFS without a visited set lists a reused node twice": (
+        "topological_order", "        if id(node) in visited:\n            return\n", ""),
+    "node before its children (pre-order)": (
+        "topological_order", "        visited.add(id(node))\n",
+        "        visited.add(id(node))\n        order.append(node)\n"),
+    "root left out": ("topological_order", "    return order\n", "    return order[:-1]\n"),
+    "tanh backward assigns instead of adding": ("tanh_opcode", "grad[a[i]] += (1.0", "grad[a[i]] = (1.0"),
+    "tanh backward uses the operand, not the result": (
+        "tanh_opcode", "(1.0 - data[i] * data[i])", "(1.0 - data[a[i]] * data[a[i]])"),
+    "tanh backward forgets grad[i]": ("tanh_opcode", " * grad[i]", ""),
+    "tanh forward reads its own slot": ("tanh_opcode", "data[i] = math.tanh(data[a[i]])", "data[i] = math.tanh(data[i])"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(WRONG))
+def test_judge_rejects_wrong_answers(mistake, tmp_path, monkeypatch):
+    part, old, new = WRONG[mistake]
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace(_wrong(part, old, new))
+    verdicts = _run_hidden(namespace, hidden, [part], tmp_path, seed=5)
+    assert verdicts[part] is not None, mistake
+
+
+# --- the chapter -------------------------------------------------------------------------------------------
+
+def test_chapter_structure():
+    nb = nbformat.read(CHAPTER, as_version=4)
+    assert nb.cells[0].cell_type == "markdown"
+    assert nb.cells[0].source.splitlines()[0] == "# Chapter 5: Automatic differentiation on scalars, then compiling it"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    level = 1
+    for i, cell in enumerate(nb.cells):
+        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the chapter without outputs"
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            heading = re.match(r"(#+) ", line)
+            if heading and i > 0:
+                new = len(heading.group(1))
+                assert 2 <= new <= level + 1, f"heading level {new} after {level}: {line!r}"
+                level = new
+    text = "".join(c.source for c in nb.cells)
+    assert "[Exercise 5](../exercises/05-scalar-autograd.ipynb)" in text
+    assert "benchmarks/scalar_autograd.py" in text
+    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "".join(c.source for c in nb.cells if c.cell_type == "code")
+    used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", prose))
+    glued = set(re.findall(r'glue\("([a-z0-9_]+)"', code))
+    assert used and used <= glued, f"stated but never glued: {sorted(used - glued)}"
+
+
+@pytest.fixture(scope="module")
+def chapter_figures() -> dict[str, float]:
+    """Run the chapter in a fresh kernel (about a minute) and collect what it glued."""
+    from nbclient import NotebookClient
+    nb = nbformat.read(CHAPTER, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
+    figures = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                figures[name] = float(out["data"]["application/papermill.record/text/plain"])
+    return figures
+
+
+def test_chapter_figures(chapter_figures):
+    fig = chapter_figures
+    assert fig["ch5_diamond_wrong"] == pytest.approx(1.0)  # breadth first misses the path through tanh
+    assert fig["ch5_diamond_right"] == pytest.approx(1.940015, abs=1e-6)
+    assert fig["ch5_gradcheck_rel"] < 1e-6
+    assert fig["ch5_xor_loss"] < 1e-6  # "rounds to its target"
+    assert fig["ch5_digits_value_acc"] == pytest.approx(0.897, abs=0.03)
+    assert fig["ch5_digits_tape_acc"] == pytest.approx(0.98, abs=0.02)
+    assert fig["ch5_digits_tape_acc"] > fig["ch5_digits_value_acc"]
+    # timings are machine-dependent: only that they were measured and the tape won
+    assert fig["ch5_speedup"] > 1 and fig["ch5_speedup_fit"] > 1 and fig["ch5_value_rate"] > 0
