@@ -7,9 +7,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def solution_cells(path: Path) -> tuple[dict[str, str], dict[str, tuple[float, str]]]:
+    """A solutions notebook's parts: {part: solution cell source}, {part: (points, hidden-test source)}.
+
+    The house rules every solutions notebook follows are checked once in tests/test_notebooks.py.
+    """
+    solutions, tests = {}, {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            solutions[meta["grade_id"]] = cell.source
+        elif meta.get("grade"):
+            src = cell.source
+            hidden = src[src.index("### BEGIN HIDDEN TESTS"):src.index("### END HIDDEN TESTS")]
+            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], hidden)
+    return solutions, tests
 
 
 def autograder(*args: str, check: bool = False) -> subprocess.CompletedProcess:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 
 import nbformat
 

@@ -17,6 +17,8 @@ from autograder.judges.regression import PARTS
 from teenygrad import preprocessing
 from teenygrad.datasets import load_housing
 from teenygrad.grading import GRADING_DIR_ENV, report
+from conftest import solution_cells
+
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "01-regression.ipynb"
@@ -146,22 +148,10 @@ def _solution_namespace() -> dict:
 
 
 def test_solutions_notebook_matches_the_judge():
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    assert nb.metadata["teenygrad"] == {"assignment": "01-regression"}
-    assert nb.cells[0].source.startswith("# Exercise 1: Linear regression by hand")
-    solutions, tests = {}, {}
-    for cell in nb.cells:
-        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
-            solutions[meta["grade_id"]] = cell
-        elif meta.get("grade"):
-            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
-    for part, (points, source) in tests.items():
+    for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
-        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
         assert f'report("{part}", {part})' in hidden and "assert" not in hidden
 
 

@@ -17,6 +17,8 @@ from autograder.judges import judge, write_cases
 from autograder.judges.kernels import PARTS, RELU_VIEWS, SPEED_SIZE, SUM_VIEWS, _matmul, _relu, _sum
 from teenygrad._jit import JIT_ENABLED
 from teenygrad.grading import GRADING_DIR_ENV
+from conftest import solution_cells
+
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "03-kernels.ipynb"
@@ -119,22 +121,10 @@ def _notebook_namespace(transform=None) -> tuple[dict, dict]:
 
 
 def test_solutions_notebook_matches_the_judge():
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    assert nb.metadata["teenygrad"] == {"assignment": "03-kernels"}
-    assert nb.cells[0].source.startswith("# Exercise 3: ")
-    solutions, tests = {}, {}
-    for cell in nb.cells:
-        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
-            solutions[meta["grade_id"]] = cell.source
-        elif meta.get("grade"):
-            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
-    for part, (points, source) in tests.items():
+    for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
-        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
         assert f'report("{part}", ' in hidden and "assert" not in hidden
         # the function is defined outside the solution markers, so a released exercise still defines it
         head = solutions[part][:solutions[part].index("### BEGIN SOLUTION")]

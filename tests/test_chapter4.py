@@ -2,7 +2,6 @@
 oracles and the solutions notebook, and the figures the chapter's prose states."""
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from decimal import Decimal, localcontext
@@ -22,6 +21,8 @@ from teenygrad.grading import GRADING_DIR_ENV, report
 from teenygrad.preprocessing import standardize, train_test_split
 
 from tests.test_chapter1_pieces import REPO
+from conftest import solution_cells
+
 
 CHAPTER = REPO / "chapters" / "04-classification.ipynb"
 SOLUTIONS = REPO / "solutions" / "04-classification.ipynb"
@@ -213,22 +214,10 @@ def _solution_namespace() -> dict:
 
 
 def test_solutions_notebook_matches_the_judge():
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    assert nb.metadata["teenygrad"] == {"assignment": "04-classification"}
-    assert nb.cells[0].source.startswith("# Exercise 4: Logistic and softmax regression")
-    solutions, tests = {}, {}
-    for cell in nb.cells:
-        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
-            solutions[meta["grade_id"]] = cell
-        elif meta.get("grade"):
-            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
-    for part, (points, source) in tests.items():
+    for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
-        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
         assert f'report("{part}", {part})' in hidden and "assert" not in hidden
 
 

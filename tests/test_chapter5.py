@@ -16,6 +16,8 @@ from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph
 from teenygrad import tape as T
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.value import Value, topological_order
+from conftest import solution_cells
+
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "05-scalar-autograd.ipynb"
@@ -134,22 +136,10 @@ def _notebook_namespace(transform=None) -> tuple[dict, dict]:
 
 
 def test_solutions_notebook_matches_the_judge():
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    assert nb.metadata["teenygrad"] == {"assignment": "05-scalar-autograd"}
-    assert nb.cells[0].source.startswith("# Exercise 5: ")
-    solutions, tests = {}, {}
-    for cell in nb.cells:
-        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the solutions notebook without outputs"
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
-            solutions[meta["grade_id"]] = cell.source
-        elif meta.get("grade"):
-            tests[meta["grade_id"].removeprefix("test_")] = (meta["points"], cell.source)
+    solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
-    for part, (points, source) in tests.items():
+    for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
-        hidden = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
         assert f'report("{part}", ' in hidden and "assert" not in hidden
         for other in set(FUNCTIONS) - {part}:  # each part is graded on its own function(s) only
             assert not any(re.search(rf"\b{fn}\(", hidden) for fn in FUNCTIONS[other]), (part, other)

@@ -52,6 +52,12 @@ def test_solution_notebook_follows_the_house_rules(path: Path):
     assert len(ids) == len(set(ids)), "grade_ids must be unique"
     tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     solutions = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source, cell.source[:80]
+    from autograder import judges
+    assert {c.metadata["nbgrader"]["grade_id"].removeprefix("test_") for c in tests} == set(judges.load(path.stem)), \
+        "every graded test cell has a part in the judge, and every judged part a test cell"
     for cell in tests:
         part = cell.metadata["nbgrader"]["grade_id"].removeprefix("test_")
         assert part in solutions, f"test cell for {part} has no solution cell {part!r}"
