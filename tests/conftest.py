@@ -30,6 +30,50 @@ def solution_cells(path: Path) -> tuple[dict[str, str], dict[str, tuple[float, s
     return solutions, tests
 
 
+def notebook_namespace(path: Path, transform=None, after_exec=None) -> tuple[dict, dict]:
+    """Run a solutions notebook's setup and solution cells (each solution source passed through
+    `transform(grade_id, source)` first); return the namespace and each part's hidden-test source.
+    `after_exec(namespace)` runs after every executed cell (e.g. to swap a helper in)."""
+    namespace: dict = {}
+    hidden = {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        source = cell.source
+        if meta.get("solution") and transform is not None:
+            source = transform(meta["grade_id"], source)
+        if meta.get("solution") or meta.get("grade_id") == "setup":
+            exec(compile(source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
+            if after_exec is not None:
+                after_exec(namespace)
+        elif meta.get("grade"):
+            hidden[meta["grade_id"].removeprefix("test_")] = (
+                source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")])
+    return namespace, hidden
+
+
+def run_hidden(judge_parts: dict, namespace: dict, hidden: dict, parts, tmp_path: Path, seed: int) -> dict:
+    """Run the hidden tests of `parts` as the grader would (cases drawn with `seed`); return the verdicts.
+    TEENYGRAD_GRADING_DIR must point at tmp_path (monkeypatch.setenv)."""
+    from autograder.judges import judge, write_cases
+
+    drawn = write_cases(judge_parts, tmp_path, seed)
+    for part in parts:
+        exec(compile(hidden[part], f"<hidden tests {part}>", "exec"), namespace)
+    return judge(judge_parts, drawn, tmp_path)
+
+
+def replacing(part: str, old: str, new: str):
+    """A `transform` for notebook_namespace that plants a mistake in one part's solution."""
+    def transform(grade_id: str, source: str) -> str:
+        if grade_id != part:
+            return source
+        assert old in source, (part, old)
+        return source.replace(old, new)
+    return transform
+
+
 def autograder(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     """`python -m autograder ARGS` in a subprocess, exactly as the README tells a learner to run it."""
     proc = subprocess.run([sys.executable, "-m", "autograder", *args], cwd=REPO, capture_output=True,

@@ -17,7 +17,7 @@ from autograder.judges import judge, write_cases
 from autograder.judges.kernels import PARTS, RELU_VIEWS, SPEED_SIZE, SUM_VIEWS, _matmul, _relu, _sum
 from teenygrad._jit import JIT_ENABLED
 from teenygrad.grading import GRADING_DIR_ENV
-from conftest import solution_cells
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,25 +99,20 @@ def _kernel_without_cache(fn=None, *, parallel=False, fastmath=False):
 
 
 def _notebook_namespace(transform=None) -> tuple[dict, dict]:
-    """Run the setup and solution cells (solution sources passed through `transform`); return the namespace
-    and the hidden-test source of each part."""
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    namespace: dict = {}
-    hidden = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        source = cell.source
-        if meta.get("solution") and transform is not None:
-            source = transform(meta["grade_id"], source)
-        if meta.get("solution") or meta.get("grade_id") == "setup":
-            exec(compile(source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
-            namespace["kernel"] = _kernel_without_cache
-        elif meta.get("grade"):
-            body = source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
-            hidden[meta["grade_id"].removeprefix("test_")] = body
-    return namespace, hidden
+    """The solutions notebook's definitions, with numba's disk cache off (exec'd code has no source file)."""
+    return notebook_namespace(SOLUTIONS, transform, after_exec=lambda ns: ns.__setitem__("kernel", _kernel_without_cache))
+
+
+def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
+    return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace()
+    verdicts = _run_hidden(namespace, hidden, PARTS, tmp_path, seed)
+    assert verdicts == {part: None for part in PARTS}
 
 
 def test_solutions_notebook_matches_the_judge():
@@ -143,30 +138,6 @@ def test_hidden_cells_take_the_judges_views():
     assert "return out, (A[0] @ B).numpy(), (B.T @ A[0].T).numpy(), (A @ B).numpy()" in hidden["blocked_matmul"]
 
 
-def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
-    drawn = write_cases(PARTS, tmp_path, seed)
-    for part in parts:
-        exec(compile(hidden[part], f"<hidden tests {part}>", "exec"), namespace)
-    return judge(PARTS, drawn, tmp_path)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = _notebook_namespace()
-    verdicts = _run_hidden(namespace, hidden, PARTS, tmp_path, seed)
-    assert verdicts == {part: None for part in PARTS}
-
-
-def _wrong(part: str, old: str, new: str):
-    def transform(grade_id: str, source: str) -> str:
-        if grade_id != part:
-            return source
-        assert old in source, (part, old)
-        return source.replace(old, new)
-    return transform
-
-
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
     "relu ignores the offset": ("relu_kernel", "pos = x_offset", "pos = 0"),
     "relu walks the buffer flat": ("relu_kernel", "v = x[pos]", "v = x[flat]"),
@@ -186,7 +157,7 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
 def test_judge_rejects_wrong_kernels(mistake, tmp_path, monkeypatch):
     part, old, new = WRONG[mistake]
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = _notebook_namespace(_wrong(part, old, new))
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
     verdicts = _run_hidden(namespace, hidden, [part], tmp_path, seed=5)
     assert verdicts[part] is not None, mistake
 
@@ -224,7 +195,6 @@ def test_hidden_speed_test_reports_product_and_times(tmp_path, monkeypatch):
 # --- the chapter -------------------------------------------------------------------------------------------
 
 # The chapter's structure (title, headings, no outputs, exercise link): tests/test_notebooks.py
-
 
 
 def test_every_figure_in_the_prose_is_glued_by_the_code():

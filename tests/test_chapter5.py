@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from autograder.judges import judge, write_cases
 from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph, _topo_check, forward_backward
 from teenygrad import tape as T
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.value import Value, topological_order
-from conftest import solution_cells
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,22 +116,18 @@ def test_topo_check_accepts_valid_orders_and_rejects_invalid_ones(seed):
 # --- the solutions notebook ------------------------------------------------------------------------------
 
 def _notebook_namespace(transform=None) -> tuple[dict, dict]:
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    namespace: dict = {}
-    hidden = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        source = cell.source
-        if meta.get("solution") and transform is not None:
-            source = transform(meta["grade_id"], source)
-        if meta.get("solution") or meta.get("grade_id") == "setup":
-            exec(compile(source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
-        elif meta.get("grade"):
-            hidden[meta["grade_id"].removeprefix("test_")] = (
-                source[source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")])
-    return namespace, hidden
+    return notebook_namespace(SOLUTIONS, transform)
+
+
+def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
+    return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace()
+    assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
 
 
 def test_solutions_notebook_matches_the_judge():
@@ -146,29 +141,6 @@ def test_solutions_notebook_matches_the_judge():
         for fn in FUNCTIONS[part]:  # defined outside the solution markers, so a released exercise defines it
             assert f"def {fn}(" in solutions[part]
             assert solutions[part].index(f"def {fn}(") < solutions[part].rindex("### BEGIN SOLUTION")
-
-
-def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
-    drawn = write_cases(PARTS, tmp_path, seed)
-    for part in parts:
-        exec(compile(hidden[part], f"<hidden tests {part}>", "exec"), namespace)
-    return judge(PARTS, drawn, tmp_path)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = _notebook_namespace()
-    assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
-
-
-def _wrong(part: str, old: str, new: str):
-    def transform(grade_id: str, source: str) -> str:
-        if grade_id != part:
-            return source
-        assert old in source, (part, old)
-        return source.replace(old, new)
-    return transform
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
@@ -194,32 +166,17 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
 def test_judge_rejects_wrong_answers(mistake, tmp_path, monkeypatch):
     part, old, new = WRONG[mistake]
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = _notebook_namespace(_wrong(part, old, new))
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
     verdicts = _run_hidden(namespace, hidden, [part], tmp_path, seed=5)
     assert verdicts[part] is not None, mistake
 
 
 # --- the chapter -------------------------------------------------------------------------------------------
 
-def test_chapter_structure():
+def test_chapter_names_its_benchmark_and_glues_its_figures():
+    """Chapter 5's own rules; the house rules (title, headings, outputs, exercise link): tests/test_notebooks.py."""
     nb = nbformat.read(CHAPTER, as_version=4)
-    assert nb.cells[0].cell_type == "markdown"
-    assert nb.cells[0].source.splitlines()[0] == "# Chapter 5: Automatic differentiation on scalars, then compiling it"
-    assert nb.metadata["kernelspec"]["name"] == "python3"
-    level = 1
-    for i, cell in enumerate(nb.cells):
-        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the chapter without outputs"
-        if cell.cell_type != "markdown":
-            continue
-        for line in cell.source.splitlines():
-            heading = re.match(r"(#+) ", line)
-            if heading and i > 0:
-                new = len(heading.group(1))
-                assert 2 <= new <= level + 1, f"heading level {new} after {level}: {line!r}"
-                level = new
-    text = "".join(c.source for c in nb.cells)
-    assert "[Exercise 5](../exercises/05-scalar-autograd.ipynb)" in text
-    assert "benchmarks/scalar_autograd.py" in text
+    assert "benchmarks/scalar_autograd.py" in "".join(c.source for c in nb.cells)
     prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
     code = "".join(c.source for c in nb.cells if c.cell_type == "code")
     used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", prose))

@@ -12,10 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import teenygrad as tg
-from autograder.judges import judge, write_cases
 from autograder.judges.tensor_autograd import PARTS, TRAIN_ARGS, _matmul, _sum, _train_np, unbroadcast_np
 from teenygrad.grading import GRADING_DIR_ENV
-from conftest import solution_cells
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,24 +129,18 @@ def test_cases_cover_the_edge_cases():
 # --- the solutions notebook against the judge -----------------------------------------------------------
 
 def _notebook_namespace(transform=None) -> tuple[dict, dict]:
-    """Run the setup and solution cells (solution sources passed through `transform`); return the namespace
-    and the hidden-test source of each part."""
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    namespace: dict = {}
-    hidden = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        source = cell.source
-        if meta.get("solution") and transform is not None:
-            source = transform(meta["grade_id"], source)
-        if meta.get("solution") or meta.get("grade_id") == "setup":
-            exec(compile(source, f"<cell {meta['grade_id']}>", "exec"), namespace)
-        elif meta.get("grade"):
-            hidden[meta["grade_id"].removeprefix("test_")] = source[
-                source.index("### BEGIN HIDDEN TESTS"):source.index("### END HIDDEN TESTS")]
-    return namespace, hidden
+    return notebook_namespace(SOLUTIONS, transform)
+
+
+def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
+    return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace()
+    assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
 
 
 def test_solutions_notebook_matches_the_judge():
@@ -162,29 +155,6 @@ def test_solutions_notebook_matches_the_judge():
         for other in set(PARTS) - {part}:
             assert f"{other}(" not in solutions[part].replace(f"def {part}(", "")
             assert f"{other}(" not in hidden.replace(f"def run_{part}(", "")
-
-
-def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
-    drawn = write_cases(PARTS, tmp_path, seed)
-    for part in parts:
-        exec(compile(hidden[part], f"<hidden tests {part}>", "exec"), namespace)
-    return judge(PARTS, drawn, tmp_path)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = _notebook_namespace()
-    assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
-
-
-def _wrong(part: str, old: str, new: str):
-    def transform(grade_id: str, source: str) -> str:
-        if grade_id != part:
-            return source
-        assert old in source, (part, old)
-        return source.replace(old, new)
-    return transform
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
@@ -214,7 +184,7 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
 def test_judge_rejects_wrong_rules(mistake, tmp_path, monkeypatch, capsys):
     part, old, new = WRONG[mistake]
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = _notebook_namespace(_wrong(part, old, new))
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
     verdicts = _run_hidden(namespace, hidden, [part], tmp_path, seed=5)
     assert verdicts[part] is not None, mistake
 
@@ -232,23 +202,7 @@ def test_training_case_alone_catches_a_wrong_rule(tmp_path, monkeypatch, capsys)
 
 # --- the chapter ---------------------------------------------------------------------------------------------
 
-def test_chapter_structure():
-    nb = nbformat.read(CHAPTER, as_version=4)
-    assert nb.cells[0].cell_type == "markdown"
-    assert nb.cells[0].source.splitlines()[0] == "# Chapter 6: Automatic differentiation on tensors"
-    assert nb.metadata["kernelspec"]["name"] == "python3"
-    level = 1
-    for i, cell in enumerate(nb.cells):
-        assert cell.cell_type == "markdown" or cell.outputs == [], "commit the chapter without outputs"
-        if cell.cell_type != "markdown":
-            continue
-        for line in cell.source.splitlines():
-            heading = re.match(r"(#+) ", line)
-            if heading and i > 0:
-                new = len(heading.group(1))
-                assert 2 <= new <= level + 1, f"heading level {new} after {level}: {line!r}"
-                level = new
-    assert "[Exercise 6](../exercises/06-tensor-autograd.ipynb)" in "".join(c.source for c in nb.cells)
+# The chapter's house rules (title, headings, outputs, exercise link): tests/test_notebooks.py
 
 
 def test_every_figure_in_the_prose_is_glued_by_the_code():
