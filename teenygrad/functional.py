@@ -1,0 +1,81 @@
+"""The neural-network functions `teenygrad.nn` layers call, as plain functions on Tensors (`import
+teenygrad.functional as F`).
+
+Each one is differentiable: it either composes Tensor ops (autograd records them) or is one fused op
+with its own kernel and backward rule (chapter 9 shows what each fusion buys).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad.tensor import Tensor, rand
+
+__all__ = ["linear", "embedding", "layer_norm", "rms_norm", "dropout", "causal_attention", "cross_entropy"]
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y = x W^T + b.  x (..., in), weight (out, in), bias (out,) -> (..., out)."""
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def embedding(index: Tensor, weight: Tensor) -> Tensor:
+    """Rows of `weight` (num, dim) picked by the integer `index` (any shape) -> (*index.shape, dim)."""
+    flat = index.reshape(-1)
+    return weight.index_select(0, flat).reshape(*index.shape, weight.shape[1])
+
+
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise the last dim to mean 0, variance 1, then scale and shift:
+    y = (x - mean) / sqrt(var + eps) * weight + bias   (var is the biased variance, as in PyTorch)."""
+    mu = x.mean(-1, keepdim=True)
+    xc = x - mu
+    y = xc / ((xc * xc).mean(-1, keepdim=True) + eps).sqrt()
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """y = x / sqrt(mean(x^2) + eps) * weight, over the last dim (no centring, no bias)."""
+    y = x / ((x * x).mean(-1, keepdim=True) + eps).sqrt()
+    return y if weight is None else y * weight
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p), so the expected value is
+    unchanged; the identity when not training or p == 0."""
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not training or p == 0:
+        return x
+    keep = (rand(*x.shape, dtype=x.dtype) >= p).to(x.dtype)
+    return x * keep * (1.0 / (1.0 - p))
+
+
+_MASKS: dict[tuple[int, int, str], Tensor] = {}
+
+
+def _causal_mask(tq: int, tk: int, dtype: np.dtype) -> Tensor:
+    """(tq, tk) additive mask: 0 where query i may look at key j (j <= i + tk - tq), -inf after it."""
+    key = (tq, tk, str(dtype))
+    if key not in _MASKS:
+        m = np.triu(np.full((tq, tk), -np.inf), k=tk - tq + 1)
+        _MASKS[key] = Tensor(m, dtype=dtype)
+    return _MASKS[key]
+
+
+def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """softmax(q k^T / sqrt(hs) + causal mask) v.   q (..., Tq, hs), k and v (..., Tk, hs) -> (..., Tq, hs).
+
+    With Tk > Tq (a KV cache), the queries are the last Tq positions of the Tk keys."""
+    tq, hs, tk = q.shape[-2], q.shape[-1], k.shape[-2]
+    att = (q @ k.transpose(-1, -2)) * (1.0 / float(np.sqrt(hs)))  # (..., Tq, Tk)
+    att = (att + _causal_mask(tq, tk, att.dtype)).softmax(-1)
+    return att @ v
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean of -log softmax(logits)[target] over rows; logits (N, C), targets (N,) int64. Fused and stable."""
+    return logits.cross_entropy(targets)
+
