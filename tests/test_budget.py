@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import REPO
 
 MAX_MODULE_LINES = 460
-MAX_PACKAGE_LINES = 5000
+MAX_PACKAGE_LINES = 8000  # raised for chapters 7-9 (nn, optim, the GPT and its fused kernels)
 
 
 def modules():
