@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad.tensor import Tensor, rand
+import numba
 
-__all__ = ["linear", "embedding", "layer_norm", "rms_norm", "dropout", "causal_attention", "cross_entropy"]
+from teenygrad import autograd, dispatch
+from teenygrad._jit import JIT_ENABLED
+from teenygrad.autograd import Node
+from teenygrad.kernels import fused
+from teenygrad.tensor import Tensor, ones, rand, zeros
+
+__all__ = ["linear", "embedding", "layer_norm", "rms_norm", "dropout", "causal_attention", "causal_self_attention",
+           "cross_entropy", "layer_norm_unfused", "rms_norm_unfused"]
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -25,8 +32,9 @@ def embedding(index: Tensor, weight: Tensor) -> Tensor:
     return weight.index_select(0, flat).reshape(*index.shape, weight.shape[1])
 
 
-def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """Normalise the last dim to mean 0, variance 1, then scale and shift:
+def layer_norm_unfused(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                       eps: float = 1e-5) -> Tensor:
+    """Composed from Tensor ops (the reference `layer_norm` is checked against). Normalise the last dim to mean 0, variance 1, then scale and shift:
     y = (x - mean) / sqrt(var + eps) * weight + bias   (var is the biased variance, as in PyTorch)."""
     mu = x.mean(-1, keepdim=True)
     xc = x - mu
@@ -36,8 +44,8 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     return y if bias is None else y + bias
 
 
-def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """y = x / sqrt(mean(x^2) + eps) * weight, over the last dim (no centring, no bias)."""
+def rms_norm_unfused(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Composed from Tensor ops. y = x / sqrt(mean(x^2) + eps) * weight, over the last dim (no centring, no bias)."""
     y = x / ((x * x).mean(-1, keepdim=True) + eps).sqrt()
     return y if weight is None else y * weight
 
@@ -79,3 +87,106 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean of -log softmax(logits)[target] over rows; logits (N, C), targets (N,) int64. Fused and stable."""
     return logits.cross_entropy(targets)
 
+
+
+# ---- fused ops: one kernel forward, one backward (teenygrad/kernels/fused.py) --------------------------
+
+def _rows(x: Tensor) -> tuple[Tensor, np.ndarray]:
+    """x as a contiguous (rows, last dim) tensor and the numpy view the kernels take."""
+    x2 = dispatch.contiguous(x) if not x.is_contiguous() else x
+    x2 = x2.reshape(-1, x.shape[-1])
+    return x2, dispatch._array(x2)
+
+
+def _threads() -> int:
+    return numba.get_num_threads() if JIT_ENABLED else 1
+
+
+def _param(t: Tensor | None, n: int, fill: float, like: Tensor, name: str) -> Tensor:
+    if t is None:
+        return (ones if fill else zeros)(n, dtype=like.dtype)
+    if t.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},) for a last dim of {n}, got {t.shape}")
+    return t if t.dtype == like.dtype else t.to(like.dtype)
+
+
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise the last dim to mean 0, variance 1, then scale and shift (one fused kernel each way):
+    y = (x - mean) / sqrt(var + eps) * weight + bias   (var is the biased variance, as in PyTorch)."""
+    x = dispatch.as_float(x)
+    C = x.shape[-1]
+    w, b = _param(weight, C, 1.0, x, "layer_norm weight"), _param(bias, C, 0.0, x, "layer_norm bias")
+    x2, xa = _rows(x)
+    out = dispatch._new(x2.shape, x.dtype)
+    mean, rstd = dispatch._new((x2.shape[0],), x.dtype), dispatch._new((x2.shape[0],), x.dtype)
+    fused.layer_norm_forward(xa, dispatch._array(w.contiguous()), dispatch._array(b.contiguous()), eps,
+                             dispatch._array(out), dispatch._array(mean), dispatch._array(rstd))
+    out = out.reshape(x.shape)
+    if (x._requires_grad or w._requires_grad or b._requires_grad) and autograd.grad_enabled:
+        autograd.record("layer_norm", out, (x, w, b), x=x2.detach(), w=w.detach(), mean=mean, rstd=rstd)
+    return out
+
+
+def _layer_norm_backward(ctx: Node, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    g2, ga = _rows(g)
+    dx = dispatch._new(g2.shape, g.dtype)
+    C = g2.shape[1]
+    dw, db = dispatch._new((_threads(), C), g.dtype), dispatch._new((_threads(), C), g.dtype)
+    fused.layer_norm_backward(dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.mean),
+                              dispatch._array(ctx.rstd), ga, dispatch._array(dx), dispatch._array(dw),
+                              dispatch._array(db))
+    return dx.reshape(ctx.inputs[0].shape), dw.sum(0), db.sum(0)  # the threads' partial sums, added up
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim (no centring, no bias), fused."""
+    x = dispatch.as_float(x)
+    C = x.shape[-1]
+    w = _param(weight, C, 1.0, x, "rms_norm weight")
+    x2, xa = _rows(x)
+    out = dispatch._new(x2.shape, x.dtype)
+    rstd = dispatch._new((x2.shape[0],), x.dtype)
+    fused.rms_norm_forward(xa, dispatch._array(w.contiguous()), eps, dispatch._array(out), dispatch._array(rstd))
+    out = out.reshape(x.shape)
+    if (x._requires_grad or w._requires_grad) and autograd.grad_enabled:
+        autograd.record("rms_norm", out, (x, w), x=x2.detach(), w=w.detach(), rstd=rstd)
+    return out
+
+
+def _rms_norm_backward(ctx: Node, g: Tensor) -> tuple[Tensor, Tensor]:
+    g2, ga = _rows(g)
+    dx = dispatch._new(g2.shape, g.dtype)
+    dw = dispatch._new((_threads(), g2.shape[1]), g.dtype)
+    fused.rms_norm_backward(dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.rstd), ga,
+                            dispatch._array(dx), dispatch._array(dw))
+    return dx.reshape(ctx.inputs[0].shape), dw.sum(0)
+
+
+def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
+    """Multi-head causal self-attention, fused: qkv (B, T, 3C), the q, k, v projections side by side
+    -> y (B, T, C), the heads' outputs side by side. Per head h (columns h*hs:(h+1)*hs of q, k, v):
+    y_h = softmax(q_h k_h^T / sqrt(hs) + causal mask) v_h. The same as splitting the heads out and
+    calling `causal_attention`, without the copies; the probabilities are kept for backward."""
+    B, T, C3 = qkv.shape
+    if C3 % (3 * n_head):
+        raise ValueError(f"causal_self_attention: last dim {C3} must be 3 * n_head * head_size (n_head={n_head})")
+    qkv_in, qkv = qkv, (dispatch.contiguous(qkv) if not qkv.is_contiguous() else qkv)
+    y = dispatch._new((B, T, C3 // 3), qkv.dtype)
+    att = dispatch._new((B, n_head, T, T), qkv.dtype)
+    fused.attention_forward(dispatch._array(qkv), n_head, dispatch._array(y), dispatch._array(att))
+    if qkv_in._requires_grad and autograd.grad_enabled:
+        autograd.record("attention", y, (qkv_in,), qkv=qkv.detach(), att=att)
+    return y
+
+
+def _attention_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
+    g = dispatch.contiguous(g) if not g.is_contiguous() else g
+    dqkv = dispatch._new(ctx.qkv.shape, g.dtype)
+    fused.attention_backward(dispatch._array(ctx.qkv), dispatch._array(ctx.att), dispatch._array(g),
+                             dispatch._array(dqkv))
+    return (dqkv,)
+
+
+FUSED_RULES = {"layer_norm": _layer_norm_backward, "rms_norm": _rms_norm_backward, "attention": _attention_backward}
+autograd.RULES.update(FUSED_RULES)
+autograd.DEFAULT_RULES.update(FUSED_RULES)
