@@ -218,6 +218,18 @@ def _array(x: Tensor) -> np.ndarray:
     return x._buf[x.offset:x.offset + x.size].reshape(x.shape)
 
 
+def _matrix(x: Tensor) -> np.ndarray:
+    """numpy view of a 2-D tensor with its own strides (transposed, sliced, expanded): no copy. The
+    matmul kernels pack their operands into blocks anyway, so they can read any layout; a tensor with a
+    negative stride is copied first, as numpy views must start at their lowest address here."""
+    if x.is_contiguous():
+        return _array(x)
+    if min(x.strides) < 0:
+        return _array(contiguous(x))
+    item = x._buf.itemsize
+    return np.ndarray(x.shape, x.dtype, buffer=x._buf, offset=x.offset * item, strides=[s * item for s in x.strides])
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with numpy's rules: (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast;
     a 1-D left operand is a row vector, a 1-D right operand a column vector (that dim is then dropped)."""
@@ -239,12 +251,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         dtype = float32
     if b.ndim == 2:  # (..., M, K) @ (K, N): fold the batch into the rows, one 2-D matmul
         batch = a.shape[:-2]
-        a2 = contiguous(a, dtype) if (not a.is_contiguous() or a.dtype != dtype) else a
-        a2 = a2.reshape(prod(batch) * M, K)
-        b2 = contiguous(b, dtype) if (not b.is_contiguous() or b.dtype != dtype) else b
+        a2 = _cast(a, dtype).reshape(prod(batch) * M, K)  # a view when the batch folds into the rows
         out = _new(batch + (M, N), dtype)
-        if out.size:
-            KERNELS["matmul"](_array(a2), _array(b2), _array(out.reshape(prod(batch) * M, N)))
+        if out.size:  # transposed operands (x @ w.T, a.T @ g) go in as strided views: packing reads them
+            KERNELS["matmul"](_matrix(a2), _matrix(_cast(b, dtype)), _array(out.reshape(prod(batch) * M, N)))
     else:
         try:
             batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
