@@ -62,10 +62,20 @@ for dt in (tg.float32, tg.float64):
         c = a.clone(); c[1] = 0.0; c[:, 1] = tg.randn(3, dtype=dt)
     attempt(setitem)
     def backward():  # autograd, where the package has it
-        w = tg.randn(4, 5, dtype=dt, requires_grad=True)
+        w = tg.randn(4, 5, dtype=dt).requires_grad_()
         ((a @ w).relu().softmax(-1).log().sum() + (w * w).mean()).backward()
         tg.cross_entropy(a @ w, tg.Tensor([0, 1, 2])).backward()
     attempt(backward)
+    def train():  # teenygrad.nn layers and every optimizer kernel, where the package has them
+        from teenygrad import nn, optim
+        m = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.LayerNorm(5), nn.Dropout(0.1), nn.Linear(5, 3)).to(dt)
+        for opt in (optim.SGD(m.parameters(), 0.1), optim.SGD(m.parameters(), 0.1, momentum=0.9),
+                    optim.Adam(m.parameters()), optim.AdamW(m.parameters())):
+            opt.zero_grad()
+            tg.cross_entropy(m(a), tg.Tensor([0, 1, 2])).backward()
+            optim.clip_grad_norm(m.parameters(), 0.1)
+            opt.step()
+    attempt(train)
 for x in (tg.arange(12).reshape(3, 4), tg.arange(12).reshape(3, 4).T):
     attempt(lambda: x + x)
     attempt(lambda: x * 2)

@@ -19,3 +19,8 @@ from teenygrad import tape, value, value_nn  # noqa: E402
 from teenygrad.value import Value  # noqa: E402
 
 __all__ += ["tape", "value", "value_nn", "Value"]
+
+# Chapter 7: layers and modules (teenygrad.nn, over teenygrad.functional) and optimizers (teenygrad.optim)
+from teenygrad import functional, nn, optim  # noqa: E402
+
+__all__ += ["functional", "nn", "optim"]

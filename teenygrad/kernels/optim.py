@@ -1,0 +1,62 @@
+"""Optimizer kernels: one fused pass over a parameter per step, updating it in place.
+
+Calling convention: every array is a contiguous 1-D buffer of one parameter's elements (float32 or
+float64, all of one dtype): `p` the parameter, `g` its gradient, and the optimizer's state for that
+parameter (`buf`, `m`, `v`), which the kernel also updates in place. Scalars are Python floats.
+
+Fusing matters: written as Tensor ops, one Adam step is about ten elementwise ops, each reading and
+writing the whole parameter; here every element is read once, updated in registers, and written once.
+The arithmetic runs in float64 registers and is rounded once when stored.
+"""
+from __future__ import annotations
+
+import math
+
+from teenygrad._jit import kernel
+
+
+@kernel
+def sgd(p, g, buf, lr, momentum, weight_decay):
+    """d = g + wd p;  with momentum: buf = momentum buf + d, d = buf;  p -= lr d   (PyTorch's SGD)."""
+    for i in range(p.size):
+        d = g[i] + weight_decay * p[i]
+        if momentum != 0.0:
+            b = momentum * buf[i] + d
+            buf[i] = b
+            d = b
+        p[i] = p[i] - lr * d
+
+
+@kernel
+def adam(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, bias1, bias2):
+    """Adam (decoupled=False: L2, g += wd p) or AdamW (decoupled=True: p -= lr wd p first):
+        m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2,
+        p -= lr (m / bias1) / (sqrt(v / bias2) + eps)       with bias_k = 1 - b_k^t at step t."""
+    for i in range(p.size):
+        gi = g[i]
+        pi = p[i]
+        if decoupled:
+            pi = pi - lr * weight_decay * pi
+        else:
+            gi = gi + weight_decay * pi
+        mi = beta1 * m[i] + (1.0 - beta1) * gi
+        vi = beta2 * v[i] + (1.0 - beta2) * gi * gi
+        m[i] = mi
+        v[i] = vi
+        p[i] = pi - lr * (mi / bias1) / (math.sqrt(vi / bias2) + eps)
+
+
+@kernel
+def sum_of_squares(g):
+    """sum g_i^2, accumulated in float64 (for the gradient norm)."""
+    s = 0.0
+    for i in range(g.size):
+        s += g[i] * g[i]
+    return s
+
+
+@kernel
+def scale(g, c):
+    """g *= c in place (gradient clipping)."""
+    for i in range(g.size):
+        g[i] = g[i] * c

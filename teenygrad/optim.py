@@ -1,0 +1,205 @@
+"""Optimizers, learning-rate schedules and gradient clipping (`from teenygrad import optim`).
+
+    opt = optim.AdamW(model.parameters(), lr=3e-4)
+    for step in range(steps):
+        opt.lr = optim.lr_at(step, steps, 3e-4, warmup=100)      # optional: a schedule
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()                                          # backward *adds* into .grad
+        loss.backward()
+        optim.clip_grad_norm(model.parameters(), 1.0)            # optional
+        opt.step()
+
+Each step calls one fused kernel per parameter (`teenygrad/kernels/optim.py`) that updates the
+parameter's buffer in place, so the Tensor objects (and anything holding them: the model, the optimizer)
+stay the same. The write goes to the buffer directly, not through `t[...] = v`, so it does not bump the
+autograd version counter: the update happens after backward, and the next forward builds a new graph.
+A parameter whose .grad is None (unused in this step's loss) is skipped and its state left as it was.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+from teenygrad import dispatch
+from teenygrad.kernels import optim as K
+from teenygrad.tensor import Tensor, float32, float64
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm"]
+
+
+def _flat(t: Tensor) -> np.ndarray:
+    """The contiguous 1-D slice of t's buffer holding exactly its elements (shares memory with t)."""
+    return t._buf[t.offset:t.offset + t.size]
+
+
+def _grad(p: Tensor) -> np.ndarray:
+    """p.grad as a contiguous buffer of p's dtype (it usually already is: then no copy)."""
+    g = p.grad
+    if not g.is_contiguous() or g.dtype != p.dtype:
+        g = dispatch.contiguous(g, p.dtype)
+    if g.shape != p.shape:
+        raise ValueError(f"optimizer: a gradient of shape {g.shape} for a parameter of shape {p.shape}")
+    return _flat(g)
+
+
+class Optimizer:
+    """Holds the parameters (each once, in order) and a mutable learning rate `lr`; subclasses define
+    `_update(i, p, g)` for parameter number i with its flat buffer p and gradient g."""
+
+    def __init__(self, params: Iterable[Tensor], lr: float) -> None:
+        self.params: list[Tensor] = []
+        seen = set()
+        for p in params:
+            if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
+                raise TypeError("optimizer: parameters must be leaf Tensors with requires_grad=True")
+            if p.dtype not in (float32, float64) or not p.is_contiguous():
+                raise TypeError(f"optimizer: parameters must be contiguous float32/float64 tensors, got {p.dtype}")
+            if id(p) not in seen:  # a tied weight listed twice must not be stepped twice
+                seen.add(id(p))
+                self.params.append(p)
+        if not self.params:
+            raise ValueError("optimizer: got an empty parameter list")
+        if lr < 0:
+            raise ValueError(f"optimizer: lr must be >= 0, got {lr}")
+        self.lr = float(lr)
+        self.steps = 0  # number of step() calls so far
+
+    def zero_grad(self) -> None:
+        """Set every parameter's .grad to None (the next backward starts from nothing)."""
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        """Update every parameter that has a gradient, in place."""
+        self.steps += 1
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                self._update(i, _flat(p), _grad(p))
+
+    def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _state(self, store: dict[int, np.ndarray], i: int) -> np.ndarray:
+        """Per-parameter state, zeros on first use (numpy is storage here)."""
+        if i not in store:
+            store[i] = np.zeros(self.params[i].size, dtype=self.params[i].dtype)
+        return store[i]
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, PyTorch's formulation:
+        d = g + weight_decay * p;   v = momentum * v + d (v starts at 0);   p -= lr * v   (v = d without momentum)
+    Momentum averages the recent gradients, so steps along a consistent direction grow (to 1/(1-momentum)
+    times the plain step) while zig-zags across a narrow valley cancel."""
+
+    def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.velocity: dict[int, np.ndarray] = {}
+
+    def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
+        buf = self._state(self.velocity, i) if self.momentum else p[:0]  # no state without momentum
+        K.sgd(p, g, buf, self.lr, self.momentum, self.weight_decay)
+
+
+class Adam(Optimizer):
+    """Adam: running averages of the gradient (m) and of its square (v), both started at 0, so the first
+    steps divide by 1 - beta^t to undo the bias toward 0. Each element steps by about lr * m / sqrt(v):
+    the same size whatever the gradient's scale, which is why one learning rate suits most layers.
+        g = grad + weight_decay * p   (L2, folded into the gradient: PyTorch's Adam)
+        m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2,  p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)"""
+
+    decoupled = False
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+        super().__init__(params, lr)
+        self.betas, self.eps, self.weight_decay = (float(betas[0]), float(betas[1])), float(eps), float(weight_decay)
+        self.m: dict[int, np.ndarray] = {}
+        self.v: dict[int, np.ndarray] = {}
+        self.t: dict[int, int] = {}  # steps taken by each parameter (one skipped in a step is not counted)
+
+    def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
+        b1, b2 = self.betas
+        t = self.t[i] = self.t.get(i, 0) + 1
+        K.adam(p, g, self._state(self.m, i), self._state(self.v, i), self.lr, b1, b2, self.eps,
+               self.weight_decay, self.decoupled, 1.0 - b1 ** t, 1.0 - b2 ** t)
+
+
+class AdamW(Adam):
+    """Adam with *decoupled* weight decay (Loshchilov & Hutter): p -= lr * weight_decay * p, then the Adam
+    step on the plain gradient. With L2 (Adam's weight_decay) the decay is divided by sqrt(v) like the
+    gradient, so parameters with large gradients are barely decayed; decoupled decay shrinks all alike."""
+
+    decoupled = True
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+# ---- learning-rate schedules ---------------------------------------------------------------------------------
+
+def lr_at(step: int, total_steps: int, base_lr: float, warmup: int = 0, kind: str = "cosine",
+          min_lr: float = 0.0) -> float:
+    """The learning rate for step `step` (0-based) of `total_steps`:
+        warmup      step < warmup:  base_lr * (step + 1) / warmup  (linear ramp; big early steps on random
+                    weights, and Adam's noisy first estimates of v, are what warmup avoids)
+        then, with progress q = (step - warmup) / (total_steps - warmup) clipped to [0, 1]:
+        "cosine"    min_lr + (base_lr - min_lr) * (1 + cos(pi q)) / 2
+        "linear"    base_lr + (min_lr - base_lr) * q
+        "constant"  base_lr
+    """
+    if kind not in ("cosine", "linear", "constant"):
+        raise ValueError(f"lr_at: kind must be 'cosine', 'linear' or 'constant', got {kind!r}")
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    q = min(1.0, max(0.0, (step - warmup) / max(1, total_steps - warmup)))
+    if kind == "cosine":
+        return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * q))
+    if kind == "linear":
+        return base_lr + (min_lr - base_lr) * q
+    return base_lr
+
+
+class Schedule:
+    """Drives `opt.lr` by lr_at: sets the rate of step 0 at once, then `.step()` after each opt.step()
+    moves to the next (PyTorch's scheduler protocol). `base_lr` defaults to the optimizer's lr."""
+
+    def __init__(self, opt: Optimizer, total_steps: int, warmup: int = 0, kind: str = "cosine",
+                 min_lr: float = 0.0, base_lr: float | None = None) -> None:
+        self.opt, self.total_steps, self.warmup, self.kind, self.min_lr = opt, total_steps, warmup, kind, min_lr
+        self.base_lr = opt.lr if base_lr is None else float(base_lr)
+        self.t = 0
+        opt.lr = self.lr
+
+    @property
+    def lr(self) -> float:
+        return lr_at(self.t, self.total_steps, self.base_lr, self.warmup, self.kind, self.min_lr)
+
+    def step(self) -> None:
+        self.t += 1
+        self.opt.lr = self.lr
+
+
+# ---- gradient clipping -------------------------------------------------------------------------------------
+
+def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
+    """Scale all gradients together so that their joint L2 norm sqrt(sum of every g_i^2) is at most
+    max_norm; returns the norm before clipping. The direction of the step is kept, only its length is
+    capped: one huge gradient (a rare bad batch) then cannot throw the weights far away."""
+    grads, seen = [], set()
+    for p in params:
+        if p.grad is not None and id(p) not in seen:  # a tied weight counts once
+            seen.add(id(p))
+            if not p.grad.is_contiguous():
+                p.grad = dispatch.contiguous(p.grad)
+            grads.append(_flat(p.grad))
+    total = math.sqrt(sum(K.sum_of_squares(g) for g in grads))
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            K.scale(g, coef)
+    return total
