@@ -20,12 +20,16 @@ JIT_ENABLED = os.environ.get("TEENYGRAD_JIT", "1").strip().lower() not in ("0", 
 prange = numba.prange if JIT_ENABLED else range
 
 
-def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool = False):
-    """Compile `fn` with numba (nopython mode, cached on disk), unless TEENYGRAD_JIT=0."""
+def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool = False, numpy_errors: bool = False):
+    """Compile `fn` with numba (nopython mode, cached on disk), unless TEENYGRAD_JIT=0.
+
+    numpy_errors: x / 0 gives inf or nan as in numpy instead of raising ZeroDivisionError as in Python;
+    the check for a zero divisor is a branch per division, which stops the loop from being vectorised."""
 
     def wrap(f: Callable) -> Callable:
         if not JIT_ENABLED:
             return f
-        return numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True)(f)
+        return numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True,
+                          error_model="numpy" if numpy_errors else "python")(f)
 
     return wrap(fn) if fn is not None else wrap

@@ -17,13 +17,40 @@ from teenygrad.kernels import fused
 from teenygrad.tensor import Tensor, ones, rand, zeros
 
 __all__ = ["linear", "embedding", "layer_norm", "rms_norm", "dropout", "causal_attention", "causal_self_attention",
-           "cross_entropy", "layer_norm_unfused", "rms_norm_unfused"]
+           "cross_entropy", "gelu", "layer_norm_unfused", "rms_norm_unfused"]
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """y = x W^T + b.  x (..., in), weight (out, in), bias (out,) -> (..., out)."""
-    y = x @ weight.T
-    return y if bias is None else y + bias
+    """y = x W^T + b.  x (..., in), weight (out, in), bias (out,) -> (..., out).
+
+    One op with one backward rule rather than three (transpose, matmul, broadcast add):
+        dx = g W,   dW = g^T x (summed over all rows),   db = g summed over all rows."""
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input has {x.shape[-1]} features but weight {weight.shape} expects {weight.shape[1]}")
+    out = dispatch.matmul(dispatch._data(x), dispatch._data(weight).T)  # W^T is a strided view: no copy
+    if bias is not None:
+        if bias.shape != (weight.shape[0],):
+            raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+        fused.add_rows(dispatch._array(out).reshape(-1, out.shape[-1]), dispatch._array(_cast_like(bias, out)))
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    if any(t._requires_grad for t in inputs) and autograd.grad_enabled:
+        autograd.record("linear", out, inputs, x=x.detach(), w=weight.detach())
+    return out
+
+
+def _cast_like(t: Tensor, like: Tensor) -> Tensor:
+    t = t if t.dtype == like.dtype else dispatch.contiguous(t, like.dtype)
+    return t if t.is_contiguous() else dispatch.contiguous(t)
+
+
+def _linear_backward(ctx: Node, g: Tensor) -> tuple:
+    x, w = ctx.x, ctx.w
+    g2 = g.reshape(-1, g.shape[-1])
+    dx = ctx.needs[0] and g @ w                                             # (..., out) @ (out, in)
+    dw = ctx.needs[1] and g2.T @ x.reshape(-1, x.shape[-1])                 # (out, rows) @ (rows, in)
+    if len(ctx.inputs) == 2:
+        return dx, dw
+    return dx, dw, ctx.needs[2] and g2.sum(0)
 
 
 def embedding(index: Tensor, weight: Tensor) -> Tensor:
@@ -187,6 +214,26 @@ def _attention_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
     return (dqkv,)
 
 
-FUSED_RULES = {"layer_norm": _layer_norm_backward, "rms_norm": _rms_norm_backward, "attention": _attention_backward}
+def gelu(x: Tensor) -> Tensor:
+    """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). In float32 one parallel
+    kernel with a vectorisable tanh each way; other dtypes (and views) take `Tensor.gelu`."""
+    if x.dtype != np.float32 or not x.is_contiguous():
+        return x.gelu()
+    out = dispatch._new(x.shape, x.dtype)
+    fused.gelu32_forward(dispatch._array(x).reshape(-1), dispatch._array(out).reshape(-1))
+    if x._requires_grad and autograd.grad_enabled:
+        autograd.record("gelu32", out, (x,), x=x.detach())
+    return out
+
+
+def _gelu_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
+    g = g if g.is_contiguous() else dispatch.contiguous(g)
+    dx = dispatch._new(g.shape, g.dtype)
+    fused.gelu32_backward(dispatch._array(ctx.x).reshape(-1), dispatch._array(g).reshape(-1),
+                          dispatch._array(dx).reshape(-1))
+    return (dx,)
+
+
+FUSED_RULES = {"linear": _linear_backward, "gelu32": _gelu_backward, "layer_norm": _layer_norm_backward, "rms_norm": _rms_norm_backward, "attention": _attention_backward}
 autograd.RULES.update(FUSED_RULES)
 autograd.DEFAULT_RULES.update(FUSED_RULES)
