@@ -6,12 +6,15 @@ with its own kernel and backward rule (chapter 9 shows what each fusion buys).
 """
 from __future__ import annotations
 
+from typing import ContextManager
+
 import numpy as np
 
 import numba
 
 from teenygrad import autograd, dispatch
 from teenygrad._jit import JIT_ENABLED
+from teenygrad._swap import swapped
 from teenygrad.autograd import Node
 from teenygrad.kernels import fused
 from teenygrad.tensor import Tensor, ones, rand, zeros
@@ -232,6 +235,37 @@ def _gelu_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
     fused.gelu32_backward(dispatch._array(ctx.x).reshape(-1), dispatch._array(g).reshape(-1),
                           dispatch._array(dx).reshape(-1))
     return (dx,)
+
+
+# ---- the composed versions, to measure what each fusion buys (chapter 9) ------------------------------
+
+def linear_unfused(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    y = x @ weight.T                                  # three nodes: transpose, matmul, broadcast add
+    return y if bias is None else y + bias
+
+
+def causal_self_attention_unfused(qkv: Tensor, n_head: int) -> Tensor:
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    q, k, v = (qkv[:, :, i * C:(i + 1) * C].reshape(B, T, n_head, C // n_head).transpose(1, 2) for i in range(3))
+    return causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)  # heads back side by side
+
+
+def gelu_unfused(x: Tensor) -> Tensor:
+    return x.gelu()
+
+
+FUSIONS = {"linear": linear_unfused, "layer_norm": layer_norm_unfused, "rms_norm": rms_norm_unfused,
+           "causal_self_attention": causal_self_attention_unfused, "gelu": gelu_unfused}
+
+
+def unfused(*names: str) -> ContextManager[None]:
+    """Run a block with some fused ops replaced by their composed versions (all of them by default):
+    `with F.unfused("gelu"): model(x)`. Models call `F.<name>` at run time, so they pick the swap up."""
+    unknown = [n for n in names if n not in FUSIONS]
+    if unknown:
+        raise KeyError(f"unfused: unknown fused op(s) {unknown}; known: {sorted(FUSIONS)}")
+    return swapped(globals(), "fused op", **{n: FUSIONS[n] for n in (names or FUSIONS)})
 
 
 FUSED_RULES = {"linear": _linear_backward, "gelu32": _gelu_backward, "layer_norm": _layer_norm_backward, "rms_norm": _rms_norm_backward, "attention": _attention_backward}

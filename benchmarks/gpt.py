@@ -1,0 +1,163 @@
+"""Training-step time of chapter 9's Shakespeare GPT in teenygrad, and of the same model in PyTorch eager.
+
+    python benchmarks/gpt.py                 # teenygrad, and PyTorch if it is installed (not a dependency)
+    python benchmarks/gpt.py --fusions       # also: what each fused kernel buys (each one switched off)
+    python benchmarks/gpt.py --steps 30
+
+Configuration (the book's): 4 layers, 4 heads, 128-wide embeddings, context 64, batch 12, LayerNorm, GELU,
+tied embeddings, AdamW. One step = forward, backward, optimizer update, on real batches of shakespeare.txt.
+The two frameworks are timed in alternation in one run (so a busy machine slows both alike) and the
+script prints milliseconds per step (median and best), tokens per second and the ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import numpy as np
+
+import teenygrad as tg
+from teenygrad import functional as F
+from teenygrad import optim
+from teenygrad.datasets import load_shakespeare
+from teenygrad.gpt import GPT, GPTConfig
+
+CFG = GPTConfig(vocab_size=73,  # the characters of shakespeare.txt
+                 block_size=64, n_layer=4, n_head=4, n_embd=128)
+BATCH = 12
+
+
+def batches(n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    text = load_shakespeare()
+    code = {c: i for i, c in enumerate(sorted(set(text)))}
+    assert len(code) == CFG.vocab_size
+    data = np.array([code[c] for c in text[:200_000]], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ix = rng.integers(0, data.size - CFG.block_size - 1, BATCH)
+        x = np.stack([data[i:i + CFG.block_size] for i in ix])
+        y = np.stack([data[i + 1:i + 1 + CFG.block_size] for i in ix])
+        out.append((x, y))
+    return out
+
+
+def teenygrad_step():
+    tg.manual_seed(0)
+    model = GPT(CFG)
+    opt = optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+
+    def step(x: np.ndarray, y: np.ndarray) -> float:
+        _, loss = model(tg.tensor(x), tg.tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
+def torch_step():
+    import torch
+    import torch.nn as tnn
+    import torch.nn.functional as tF
+
+    torch.manual_seed(0)
+
+    class Block(tnn.Module):
+        def __init__(self, C: int, nh: int) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = tnn.LayerNorm(C), tnn.LayerNorm(C)
+            self.qkv, self.proj = tnn.Linear(C, 3 * C), tnn.Linear(C, C)
+            self.fc, self.fc2 = tnn.Linear(C, 4 * C), tnn.Linear(4 * C, C)
+            self.nh = nh
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in (q, k, v))
+            y = tF.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+            return x + self.fc2(tF.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class TorchGPT(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            C = CFG.n_embd
+            self.wte, self.wpe = tnn.Embedding(CFG.vocab_size, C), tnn.Embedding(CFG.block_size, C)
+            self.blocks = tnn.ModuleList([Block(C, CFG.n_head) for _ in range(CFG.n_layer)])
+            self.ln = tnn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for b in self.blocks:
+                x = b(x)
+            logits = self.ln(x) @ self.wte.weight.T
+            return tF.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+    model = TorchGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+
+    def step(x: np.ndarray, y: np.ndarray) -> float:
+        loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step, torch.__version__, torch.get_num_threads()
+
+
+def time_steps(steps: dict, data: list, warmup: int = 3) -> dict[str, list[float]]:
+    """Run the steps in alternation over the same batches; seconds per step for each."""
+    for fn in steps.values():
+        for x, y in data[:warmup]:
+            fn(x, y)
+    times = {name: [] for name in steps}
+    for x, y in data[warmup:]:
+        for name, fn in steps.items():
+            t0 = time.perf_counter()
+            fn(x, y)
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def report(name: str, t: list[float]) -> float:
+    med = statistics.median(t)
+    print(f"{name:28s} {1e3 * med:8.1f} ms/step (best {1e3 * min(t):6.1f})   "
+          f"{BATCH * CFG.block_size / med:9,.0f} tokens/s")
+    return med
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per framework (default 20)")
+    ap.add_argument("--fusions", action="store_true", help="also time teenygrad with each fusion switched off")
+    args = ap.parse_args()
+    data = batches(args.steps + 3)
+    steps = {"teenygrad": teenygrad_step()}
+    try:
+        tstep, version, threads = torch_step()
+        steps[f"PyTorch {version} eager"] = tstep
+    except ImportError:
+        print("PyTorch is not installed: timing teenygrad only (pip install torch==2.13.0 to compare)")
+    print(f"GPT {CFG.n_layer} layers x {CFG.n_embd} wide, {CFG.n_head} heads, context {CFG.block_size}, "
+          f"batch {BATCH}; {args.steps} steps each, alternating")
+    times = time_steps(steps, data)
+    meds = {name: report(name, t) for name, t in times.items()}
+    if len(meds) == 2:
+        tg_med, pt_med = meds.values()
+        print(f"teenygrad / PyTorch time per step: {tg_med / pt_med:.2f}  "
+              f"({'faster' if tg_med < pt_med else 'slower'} than PyTorch eager)")
+    if args.fusions:
+        print("\nwhat each fusion buys (teenygrad, that fusion switched off):")
+        for name in ["all fused", *F.FUSIONS, "none fused"]:
+            fn = teenygrad_step()
+            off = () if name == "all fused" else tuple(F.FUSIONS) if name == "none fused" else (name,)
+            with F.unfused(*off) if off else contextlib.nullcontext():
+                t = time_steps({name: fn}, data)[name]
+            report(name if off == () or name == "none fused" else f"without fused {name}", t)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""A GPT (decoder-only transformer) in teenygrad, read top to bottom like nanoGPT's model.py.
+
+    tokens (B, T) -> token embedding + position embedding          (B, T, C)
+                  -> n_layer blocks: x = x + attn(norm(x)); x = x + mlp(norm(x))
+                  -> norm -> linear head                           (B, T, vocab)
+
+Two configurations are used in the book (chapter 9): a tiny one on names (RMSNorm without weights, ReLU,
+no biases) and a character-level Shakespeare model (LayerNorm, GELU, biases). The hot paths are fused
+kernels (`teenygrad.functional`): linear, layer/RMS norm, causal self-attention, GELU, cross-entropy.
+Generation can keep a KV cache: the keys and values of the tokens seen so far, so each new token costs
+one position's work instead of a whole forward pass over the context.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from teenygrad import functional as F
+from teenygrad import nn
+from teenygrad.autograd import no_grad
+from teenygrad.tensor import Tensor, arange, cat, tensor
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 65
+    block_size: int = 64    # the longest context the model sees (number of position embeddings)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    norm: str = "layer"     # "layer" (LayerNorm) or "rms" (RMSNorm)
+    norm_weights: bool = True  # learnable scale (and shift, with bias) in the norms
+    act: str = "gelu"       # "gelu" or "relu"
+    bias: bool = True       # biases in the linear layers and LayerNorms
+    dropout: float = 0.0
+    tie_weights: bool = True  # the output head reuses the token embedding matrix
+    init_std: float = 0.02
+
+
+class Norm(nn.Module):
+    """LayerNorm or RMSNorm over the last dim, with or without learnable weights."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        self.kind = cfg.norm
+        if cfg.norm not in ("layer", "rms"):
+            raise ValueError(f"GPTConfig.norm must be 'layer' or 'rms', got {cfg.norm!r}")
+        self.weight = nn.init.ones_(nn.parameter(cfg.n_embd)) if cfg.norm_weights else None
+        self.bias = nn.init.zeros_(nn.parameter(cfg.n_embd)) if cfg.norm_weights and cfg.bias and cfg.norm == "layer" else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.kind == "layer":
+            return F.layer_norm(x, self.weight, self.bias)
+        return F.rms_norm(x, self.weight)
+
+
+class CausalSelfAttention(nn.Module):
+    """Every position looks at itself and the positions before it, in n_head heads of size C / n_head."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        if cfg.n_embd % cfg.n_head:
+            raise ValueError(f"n_embd ({cfg.n_embd}) must be a multiple of n_head ({cfg.n_head})")
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)  # q, k, v side by side
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, cache: list | None = None) -> Tensor:
+        B, T, C = x.shape
+        qkv = self.qkv(x)                                              # (B, T, 3C)
+        if cache is None:
+            y = F.causal_self_attention(qkv, self.n_head)              # (B, T, C), one fused kernel
+        else:
+            y = self._cached(qkv, cache)
+        return self.drop(self.proj(y))
+
+    def _cached(self, qkv: Tensor, cache: list) -> Tensor:
+        """Attention for T new positions given the keys and values of the earlier ones in `cache`
+        ([k, v], each (B, nh, T_past, hs), or [None, None]); appends the new ones to it."""
+        B, T, C3 = qkv.shape
+        nh, hs = self.n_head, C3 // 3 // self.n_head
+        q, k, v = (qkv[:, :, i * nh * hs:(i + 1) * nh * hs].reshape(B, T, nh, hs).transpose(1, 2)
+                   for i in range(3))                                  # each (B, nh, T, hs)
+        if cache[0] is not None:
+            k, v = cat([cache[0], k], axis=2), cat([cache[1], v], axis=2)  # (B, nh, T_past + T, hs)
+        cache[0], cache[1] = k, v
+        y = F.causal_attention(q, k, v)                                # (B, nh, T, hs)
+        return y.transpose(1, 2).reshape(B, T, nh * hs)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.act = cfg.act
+        if cfg.act not in ("gelu", "relu"):
+            raise ValueError(f"GPTConfig.act must be 'gelu' or 'relu', got {cfg.act!r}")
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.fc(x)                                                 # (B, T, 4C)
+        h = F.gelu(h) if self.act == "gelu" else h.relu()
+        return self.drop(self.proj(h))                                 # (B, T, C)
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: each sub-layer reads a normalised copy and adds its result to x."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        self.norm1, self.attn = Norm(cfg), CausalSelfAttention(cfg)
+        self.norm2, self.mlp = Norm(cfg), MLP(cfg)
+
+    def forward(self, x: Tensor, cache: list | None = None) -> Tensor:
+        x = x + self.attn(self.norm1(x), cache)
+        return x + self.mlp(self.norm2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)            # token embeddings
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)            # position embeddings
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.norm = Norm(cfg)
+        self.head = None if cfg.tie_weights else nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """Normal(0, init_std) for every matrix, zeros for biases; the projections that write into the
+        residual stream get std / sqrt(2 n_layer), so the stream's variance does not grow with depth."""
+        std = self.cfg.init_std
+        for name, p in self.named_parameters():
+            if p.ndim == 2:
+                resid = name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight")
+                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layer) if resid else std)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(p)
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None, caches: list | None = None,
+                start: int = 0) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) int64 -> (logits (B, T, vocab), mean cross-entropy against targets (B, T) or None).
+        With `caches` (one [k, v] per block), idx holds the tokens after the first `start` ones."""
+        B, T = idx.shape
+        if start + T > self.cfg.block_size:
+            raise ValueError(f"GPT: {start + T} positions but block_size is {self.cfg.block_size}")
+        x = self.wte(idx) + self.wpe(arange(start, start + T))        # (B, T, C)
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        x = self.norm(x)
+        logits = F.linear(x, self.wte.weight if self.head is None else self.head.weight)  # (B, T, vocab)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+
+    @no_grad()
+    def generate(self, idx: Tensor | list, max_new_tokens: int, temperature: float = 1.0,
+                 rng: np.random.Generator | None = None, use_cache: bool = True) -> list[int]:
+        """Continue the sequence `idx` (one sequence) by sampling, `max_new_tokens` times. Returns the
+        new tokens. temperature 0 takes the most likely token; otherwise softmax(logits / temperature).
+        With the KV cache each step feeds only the newest token; without it, the whole (cropped)
+        context is run again: the same tokens either way (a test checks it)."""
+        rng = rng or np.random.default_rng()
+        ctx = list(idx.tolist() if isinstance(idx, Tensor) else idx)
+        was_training = self.training
+        self.eval()
+        out: list[int] = []
+        caches, fed = None, 0
+        for _ in range(max_new_tokens):
+            if use_cache and fed + 1 <= self.cfg.block_size:
+                if caches is None:
+                    caches = [[None, None] for _ in self.blocks]
+                    new = ctx[-self.cfg.block_size:]
+                    logits, _ = self(tensor([new]), caches=caches, start=0)
+                    fed = len(new)
+                else:
+                    logits, _ = self(tensor([ctx[-1:]]), caches=caches, start=fed)
+                    fed += 1
+            else:  # no cache, or the context is full: run the last block_size tokens again
+                caches = None if not use_cache else [[None, None] for _ in self.blocks]
+                window = ctx[-self.cfg.block_size:]
+                logits, _ = self(tensor([window]), caches=caches, start=0)
+                fed = len(window) if use_cache else 0
+            nxt = sample(logits[0, -1], temperature, rng)
+            ctx.append(nxt)
+            out.append(nxt)
+        self.train(was_training)
+        return out
+
+
+def sample(logits: Tensor, temperature: float, rng: np.random.Generator) -> int:
+    """One token from logits (vocab,): argmax at temperature 0, else a draw from softmax(logits / t)."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        return int(logits.argmax().item())
+    p = (logits * (1.0 / temperature)).softmax(-1).numpy().astype(np.float64)
+    return int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right").clip(0, p.size - 1))
