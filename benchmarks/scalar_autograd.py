@@ -9,7 +9,9 @@ the same examples for every method:
 - values:    micrograd's way: build the Value graph for each example, backward, update in Python.
 - tape:      the graph compiled once; per example set_inputs, forward, backward, sgd_step (4 kernel calls).
 - tape.fit:  the same loop over a whole epoch inside one kernel call.
+- fused, fused.fit: the same two on the fused tape (teenygrad.tape_fuse: each neuron's multiply-adds one DOT).
 Each method's first examples' losses must equal the Value graph's (to 1e-9), or the script stops.
+The issue's target: fused.fit at least 1000x the Value graph's examples per second.
 Examples per second is the best of several timed chunks, in CPU time of this thread (the machine may be
 shared: the best chunk is the least disturbed). The Value graph is timed on fewer examples: it is ~1000x slower.
 """
@@ -58,16 +60,16 @@ def values_train(rows: np.ndarray, y: np.ndarray, chunk: int) -> tuple[list[floa
     return losses, times
 
 
-def compile_tape() -> tuple[T.Tape, float]:
+def compile_tape(fuse: bool = False) -> tuple[T.Tape, float]:
     t0 = clock()
     model = MLP(64, SIZES, seed=SEED)
     xs, ts = [Value(0.0) for _ in range(64)], [Value(0.0) for _ in range(10)]
-    tape = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters())
+    tape = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters(), fuse=fuse)
     return tape, clock() - t0
 
 
-def tape_train(rows: np.ndarray, epochs: int) -> tuple[list[float], list[float]]:
-    tape, _ = compile_tape()
+def tape_train(rows: np.ndarray, epochs: int, fuse: bool) -> tuple[list[float], list[float]]:
+    tape, _ = compile_tape(fuse)
     losses, times = [], []
     for _ in range(epochs):
         t0 = clock()
@@ -80,8 +82,8 @@ def tape_train(rows: np.ndarray, epochs: int) -> tuple[list[float], list[float]]
     return losses, times
 
 
-def fit_train(rows: np.ndarray, epochs: int) -> tuple[list[float], list[float]]:
-    tape, _ = compile_tape()
+def fit_train(rows: np.ndarray, epochs: int, fuse: bool) -> tuple[list[float], list[float]]:
+    tape, _ = compile_tape(fuse)
     losses, times = [], []
     for _ in range(epochs):
         t0 = clock()
@@ -102,43 +104,53 @@ def main() -> None:
 
     rows, y = data()
     tape, compile_s = compile_tape()
-    # warm up the kernels (numba loads them from its disk cache, or compiles them the first time)
-    tape.fit(rows[:2], LR)
-    tape.set_inputs(rows[0]), tape.forward(), tape.backward(), tape.sgd_step(LR)
+    fused, fuse_s = compile_tape(fuse=True)
+    for t in (tape, fused):  # warm up the kernels (numba loads them from its disk cache, or compiles them)
+        t.fit(rows[:2], LR)
+        t.set_inputs(rows[0]), t.forward(), t.backward(), t.sgd_step(LR)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
     v_losses, v_times = values_train(rows[:n_values], y[:n_values], chunk)
-    t_losses, t_times = tape_train(rows, epochs)
-    f_losses, f_times = fit_train(rows, epochs)
+    runs = {}
+    for fuse in (False, True):
+        name = "fused" if fuse else "tape"
+        runs[name] = tape_train(rows, epochs, fuse)
+        runs[name + ".fit"] = fit_train(rows, epochs, fuse)
 
     check = min(n_values, 20)
-    for name, losses in (("tape", t_losses), ("tape.fit", f_losses)):
+    for name, (losses, _) in runs.items():
         err = max(abs(a - b) for a, b in zip(losses[:n_values], v_losses))
         if err > 1e-9:
             sys.exit(f"{name}: losses differ from the Value graph's by {err:.3g} (> 1e-9) on the first "
                      f"{n_values} examples; not timing a wrong answer")
 
     n = len(rows)
-    rate = {"values": chunk / min(v_times[:-1] or v_times), "tape": n / min(t_times), "tape.fit": n / min(f_times)}
+    rate = {"values": chunk / min(v_times[:-1] or v_times), **{k: n / min(times) for k, (_, times) in runs.items()}}
     results = {
         "model": f"64 -> {' -> '.join(map(str, SIZES))}, tanh, softmax cross-entropy, per-example SGD lr={LR}",
         "tape_slots": len(tape), "tape_ops": len(tape) - tape.n_leaves, "params": tape.n_params,
-        "compile_seconds": compile_s, "value_examples": n_values, "tape_examples": n * epochs,
+        "fused_slots": len(fused), "fused_ops": len(fused) - fused.n_leaves, "fused_products": len(fused.dot_a),
+        "compile_seconds": compile_s, "fuse_compile_seconds": fuse_s, "value_examples": n_values,
+        "tape_examples": n * epochs,
         "examples_per_second": rate,
         "speedup_vs_values": {k: rate[k] / rate["values"] for k in rate},
         "losses_checked": n_values, "first_losses": v_losses[:check],
-        "epoch_mean_loss": {"tape": [float(np.mean(t_losses[e * n:(e + 1) * n])) for e in range(epochs)]},
+        "epoch_mean_loss": {"tape": [float(np.mean(runs["tape"][0][e * n:(e + 1) * n])) for e in range(epochs)]},
         "machine": {"cpu": platform.processor() or platform.machine(), "load_average": load,
                     "python": platform.python_version()},
     }
 
     print(f"digits MLP {results['model']}")
     print(f"tape: {results['tape_slots']} slots ({results['params']} params, {results['tape_ops']} ops), "
-          f"compiled in {compile_s * 1e3:.0f} ms; losses equal to the Value graph's on the first {n_values} "
-          f"examples (1e-9)")
+          f"compiled in {compile_s * 1e3:.0f} ms; fused: {results['fused_slots']} slots ({results['fused_ops']} ops, "
+          f"{results['fused_products']} products in DOTs), {fuse_s * 1e3:.0f} ms; losses equal to the Value "
+          f"graph's on the first {n_values} examples (1e-9)")
     print(f"{'method':<10} {'examples/s':>12} {'us/example':>12} {'vs values':>10}")
     for k in rate:
-        print(f"{k:<10} {rate[k]:>12,.0f} {1e6 / rate[k]:>12.1f} {rate[k] / rate['values']:>9,.0f}x")
+        print(f"{k:<10} {rate[k]:>12,.0f} {1e6 / rate[k]:>12.2f} {rate[k] / rate['values']:>9,.0f}x")
+    best = max(rate, key=rate.get)
+    print(f"target (issue 5): compiled >= 1000x the Value graph per example: {best} "
+          f"{rate[best] / rate['values']:,.0f}x, {'met' if rate[best] >= 1000 * rate['values'] else 'NOT met'}")
     print("mean loss per tape epoch: " + ", ".join(f"{v:.3f}" for v in results["epoch_mean_loss"]["tape"]))
     if load > 1.5:
         print(f"note: load average {load:.1f} at start; the machine is shared, figures may be low")

@@ -332,13 +332,17 @@ class Tape:
     def fit(self, rows: np.ndarray, lr: float) -> np.ndarray:
         """set_inputs, forward, backward, sgd_step for each row in turn, in one kernel call (no Python per
         example); returns the loss on each row before its step. The same numbers as the four calls."""
-        rows = np.ascontiguousarray(rows, dtype=np.float64)
-        if rows.ndim != 2 or rows.shape[1] != self.n_inputs:
-            raise ValueError(f"fit: expected rows of {self.n_inputs} input values, got shape {rows.shape}")
+        rows = self._rows(rows)
         losses = np.empty(rows.shape[0], dtype=np.float64)
         fit_kernel(self.opcode, self._ua, self._ub, self.arg, self.data, self.grad, self.runs, rows,
                    self.n_params, lr, losses)
         return losses
+
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != self.n_inputs:
+            raise ValueError(f"fit: expected rows of {self.n_inputs} input values, got shape {rows.shape}")
+        return rows
 
     def sync_values(self) -> None:
         """Copy every slot's data and grad back into its Value (to inspect, or to go on with Values)."""
@@ -349,10 +353,14 @@ class Tape:
         """The tape as a program, one slot per line (the first `limit` ops)."""
         lines = [repr(self)]
         for i in range(self.n_leaves, min(len(self), self.n_leaves + limit)):
-            op, a, b = OP_NAMES[int(self.opcode[i])], int(self.a[i]), int(self.b[i])
-            operands = f"{a}" + (f", {b}" if b >= 0 else f", {self.arg[i]:g}" if op == "pow" else "")
+            op, operands = self._instruction(i)
             lines.append(f"{i:6d} = {op:<7} {operands:<14} # {self.data[i]:.6g}")
         return "\n".join(lines)
+
+    def _instruction(self, i: int) -> tuple[str, str]:
+        """(opcode name, operands) of op slot i, as listing() prints them."""
+        op, a, b = OP_NAMES[int(self.opcode[i])], int(self.a[i]), int(self.b[i])
+        return op, f"{a}" + (f", {b}" if b >= 0 else f", {self.arg[i]:g}" if op == "pow" else "")
 
 
 def _by_depth(ops: list[Value]) -> list[Value]:
@@ -370,10 +378,12 @@ def _by_depth(ops: list[Value]) -> list[Value]:
     return sorted(ops, key=lambda v: (depth[id(v)], OPCODES.get(v.op, -1)))  # and by opcode: long runs (forward_runs)
 
 
-def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = (), schedule: bool = True) -> Tape:
+def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = (), schedule: bool = True,
+            fuse: bool = False) -> Tape:
     """Compile the graph of `root` into a Tape. `inputs` are the leaves `set_inputs` feeds (in that order),
     `params` the leaves `sgd_step` updates; every other leaf becomes a constant. `schedule` orders the ops by
-    depth (faster, see `_by_depth`); False keeps `topological_order`'s order."""
+    depth (faster, see `_by_depth`); False keeps `topological_order`'s order. `fuse` makes each chain of
+    multiply-adds one DOT node (teenygrad.tape_fuse)."""
     order = topological_order(root)
     in_graph = {id(v) for v in order}
     roles: dict[int, str] = {}
@@ -412,4 +422,8 @@ def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] =
             arg[i] = v.arg
     if not ops:
         raise ValueError("the loss is a leaf: there is nothing to compile")
-    return Tape(nodes, opcode, a, b, arg, len(params), len(inputs), n_leaves)
+    tape = Tape(nodes, opcode, a, b, arg, len(params), len(inputs), n_leaves)
+    if fuse:
+        from teenygrad.tape_fuse import fuse as fuse_chains  # it builds on this module
+        return fuse_chains(tape)
+    return tape

@@ -1,0 +1,237 @@
+"""Chapter 5, last step: fusing each neuron's multiply-adds into one DOT node of the tape.
+
+On the tape of an MLP nearly every slot is a MUL or an ADD: a neuron's  b + w0 x0 + w1 x1 + ...  is the chain
+
+    m0 = w0 * x0;  s0 = b + m0;  m1 = w1 * x1;  s1 = s0 + m1;  ...
+
+two slots per input, each dispatched on its opcode, written to memory and read back by the next, and the same
+again backwards for its gradient. Only the last sum is read outside the chain. `fuse` rewrites every such
+chain as ONE node (the sum in the same order, left to right, so the same value to the last bit):
+
+    DOT:  data[i] = head + a_0 b_0 + a_1 b_1 + ... + a_{n-1} b_{n-1}
+
+Its terms are stored CSR-style, as in a sparse matrix: the k-th product of the d-th DOT is
+data[dot_a[k]] * data[dot_b[k]], for dot_start[d] <= k < dot_start[d + 1]. On the tape, a DOT node i has
+opcode DOT, b[i] = d, a[i] = the head's slot and arg[i] = 1.0, or a[i] = -1 and arg[i] = 0.0 when the chain
+starts with a product. Backward, with g = grad[i], is what the chain's nodes did, since each of its sums and
+products has gradient exactly g (each is used once, by the next):
+
+    grad[head] += g;    grad[dot_a[k]] += data[dot_b[k]] * g;    grad[dot_b[k]] += data[dot_a[k]] * g
+
+Which nodes go: an ADD one of whose operands is a MUL used nowhere else (its *term*) is a *step*. The step's
+other operand continues the chain if it is a step used nowhere else; otherwise it is the head (or, when it is
+a MUL used nowhere else, the first term). A node used twice is never fused away: its value needs a slot.
+
+One more saving: training needs d loss / d parameter, never d loss / d input. A first layer's products are
+weight * pixel, so half of its backward work, grad[pixel] += weight * g, is thrown away. `fuse` puts the
+input or constant of each product on the b side, and a DOT whose b operands are all inputs or constants
+(grad_b[d] = 0) skips them. So a fused tape's backward leaves the inputs' and constants' gradients at 0; the
+parameters and every op slot get theirs, as before.
+
+    tape = compile(loss, inputs=xs + ts, params=model.parameters(), fuse=True)   # or fuse(compile(...))
+
+A fused tape is a `Tape` (set_inputs, forward, backward, sgd_step, fit, slots, sync_values) with fewer slots;
+the nodes fused away have no slot (slots() does not find them, sync_values leaves them alone), and opcode
+overrides, which name the per-node opcodes, need the unfused tape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad._jit import kernel
+from teenygrad.tape import (ADD, MUL, OP_NAMES, Tape, _python, backward_kernel, backward_runs, forward_kernel,
+                            forward_runs, sgd_kernel, zero_and_seed)
+
+DOT = len(OP_NAMES)  # the next free opcode: not a Value op, only fused tapes have it
+
+
+# --- the kernels: DOT nodes, and the run-by-run interpreter with a DOT branch -----------------------------------
+
+@kernel
+def dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, lo, hi):
+    """data[i] = head + sum_k data[dot_a[k]] * data[dot_b[k]] for the DOT nodes lo <= i < hi, summed in order."""
+    for i in range(lo, hi):
+        d = b[i]
+        s = data[a[i]] if arg[i] != 0.0 else -0.0  # no head: start from -0.0, which adds as an exact nothing
+        for k in range(dot_start[d], dot_start[d + 1]):
+            s = s + data[dot_a[k]] * data[dot_b[k]]
+        data[i] = s
+
+
+@kernel
+def dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, lo, hi):
+    """For the DOT nodes hi > i >= lo: grad[head] += g, and each product passes g on as a MUL does, except
+    to the b side of a DOT whose grad_b[d] is 0 (its b operands are inputs or constants: no gradient needed)."""
+    for i in range(hi - 1, lo - 1, -1):
+        g = grad[i]
+        d = b[i]
+        if arg[i] != 0.0:
+            grad[a[i]] += g
+        if grad_b[d]:
+            for k in range(dot_start[d], dot_start[d + 1]):
+                j, m = dot_a[k], dot_b[k]
+                grad[j] += data[m] * g
+                grad[m] += data[j] * g
+        else:  # half the work: a first layer's products are weight * pixel, and no one needs d loss / d pixel
+            for k in range(dot_start[d], dot_start[d + 1]):
+                grad[dot_a[k]] += data[dot_b[k]] * g
+
+
+@kernel
+def forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b):
+    """forward_runs, with the runs of DOT nodes run by dot_forward."""
+    for s in range(runs.shape[0] - 1):
+        lo, hi = runs[s], runs[s + 1]
+        if opcode[lo] == DOT:
+            dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, lo, hi)
+        else:
+            forward_runs(opcode, a, b, arg, data, runs[s:s + 2])
+
+
+@kernel
+def backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, n_params):
+    """backward_runs, with the runs of DOT nodes run by dot_backward; last run first. The inputs' and constants'
+    gradients (slots n_params to runs[0]) end at 0: the DOTs skip them, so what other ops add would be partial."""
+    for s in range(runs.shape[0] - 2, -1, -1):
+        lo, hi = runs[s], runs[s + 1]
+        if opcode[lo] == DOT:
+            dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, lo, hi)
+        else:
+            backward_runs(opcode, a, b, arg, data, grad, runs[s:s + 2])
+    grad[n_params:runs[0]] = 0.0
+
+
+@kernel
+def fit_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, rows, n_params, lr, losses):
+    """tape.fit_kernel on a fused tape: per-example SGD over `rows` in one compiled call."""
+    n = opcode.shape[0]
+    for r in range(rows.shape[0]):
+        for k in range(rows.shape[1]):  # set_inputs
+            data[n_params + k] = rows[r, k]
+        forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b)
+        losses[r] = data[n - 1]
+        zero_and_seed(grad, 0, n - 1)
+        backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, n_params)
+        sgd_kernel(data, grad, 0, n_params, lr)
+
+
+# --- the fused tape ---------------------------------------------------------------------------------------------
+
+class FusedTape(Tape):
+    """A Tape whose multiply-add chains are DOT nodes; build one with `fuse` (or `compile(..., fuse=True)`)."""
+
+    def __init__(self, nodes, opcode, a, b, arg, n_params, n_inputs, n_leaves, data, dot_start, dot_a, dot_b, grad_b):
+        super().__init__(nodes, opcode, a, b, arg, n_params, n_inputs, n_leaves)
+        self.data[:] = data  # the unfused tape's values, which may have trained past the Values'
+        self.dot_start, self.dot_a, self.dot_b, self.grad_b = dot_start, dot_a, dot_b, grad_b
+        # unsigned, as in Tape.__init__: no negative-index check per product (k, from dot_start, is unsigned too)
+        self._dots = (dot_start.view(np.uint64), dot_a.view(np.uint32), dot_b.view(np.uint32), grad_b)
+
+    def __repr__(self) -> str:
+        return f"Fused{super().__repr__()[:-1]}, {len(self.dot_start) - 1} dots of {len(self.dot_a)} products)"
+
+    def forward(self, python: bool = False, overrides: dict | None = None) -> float:
+        self._no_overrides(overrides)
+        args = (self._ua, self._ub, self.arg, self.data)
+        if not python:
+            forward_fused(self.opcode, *args, self.runs, *self._dots)
+            return self.loss
+        for lo, hi in zip(self.runs[:-1].tolist(), self.runs[1:].tolist()):  # the same loop, in plain Python
+            if self.opcode[lo] == DOT:
+                _python(dot_forward)(*args, *self._dots, lo, hi)
+            else:
+                _python(forward_kernel)(self.opcode, *args, lo, hi)
+        return self.loss
+
+    def backward(self, python: bool = False, overrides: dict | None = None, accumulate: bool = False) -> None:
+        """d loss / d slot for the parameters and every op slot; inputs and constants get 0 (see backward_fused)."""
+        self._no_overrides(overrides)
+        zero_and_seed(self.grad, self.n_params if accumulate else 0, self.root)
+        args = (self._ua, self._ub, self.arg, self.data, self.grad)
+        if not python:
+            backward_fused(self.opcode, *args, self.runs, *self._dots, self.n_params)
+            return
+        for lo, hi in zip(self.runs[-2::-1].tolist(), self.runs[:0:-1].tolist()):
+            if self.opcode[lo] == DOT:
+                _python(dot_backward)(*args, *self._dots, lo, hi)
+            else:
+                _python(backward_kernel)(self.opcode, *args, lo, hi)
+        self.grad[self.n_params:self.n_leaves] = 0.0
+
+    @staticmethod
+    def _no_overrides(overrides: dict | None) -> None:
+        if overrides:
+            raise ValueError("a fused tape has DOT nodes where the MULs and ADDs were: override opcodes on the "
+                             "unfused tape (compile without fuse=True)")
+
+    def fit(self, rows: np.ndarray, lr: float) -> np.ndarray:
+        rows = self._rows(rows)
+        losses = np.empty(rows.shape[0], dtype=np.float64)
+        fit_fused(self.opcode, self._ua, self._ub, self.arg, self.data, self.grad, self.runs, *self._dots, rows,
+                  self.n_params, lr, losses)
+        return losses
+
+    def _instruction(self, i: int) -> tuple[str, str]:
+        if self.opcode[i] != DOT:
+            return super()._instruction(i)
+        ks = range(self.dot_start[self.b[i]], self.dot_start[self.b[i] + 1])
+        terms = [f"{self.dot_a[k]}*{self.dot_b[k]}" for k in ks[:2]] + ["..."] * (len(ks) > 2)
+        return "dot", (f"{self.a[i]} + " if self.arg[i] else "") + " + ".join(terms) + f"  ({len(ks)} products)"
+
+
+def fuse(tape: Tape) -> FusedTape:
+    """The same computation as `tape`, each chain of multiply-adds one DOT node (see the module docstring)."""
+    if isinstance(tape, FusedTape):
+        return tape
+    n, lo = len(tape), tape.n_leaves
+    opcode, a, b = tape.opcode, tape.a.astype(np.int64), tape.b.astype(np.int64)
+    has_b = b >= 0
+    has_b[:lo] = False
+    uses = np.bincount(np.concatenate([a[lo:], b[has_b]]), minlength=n)  # how many operands name each slot
+    user = np.full(n, -1, dtype=np.int64)  # who uses it (meaningful for a slot used once)
+    user[a[lo:]] = np.arange(lo, n)
+    user[b[has_b]] = np.flatnonzero(has_b)
+    term_mul = (opcode == MUL) & (uses == 1)  # a product that can become a term
+    term = np.full(n, -1, dtype=np.int64)  # each step's term, and its other operand
+    prev = np.full(n, -1, dtype=np.int64)
+    for i in np.flatnonzero(opcode == ADD).tolist():
+        if term_mul[b[i]]:
+            term[i], prev[i] = b[i], a[i]
+        elif term_mul[a[i]]:
+            term[i], prev[i] = a[i], b[i]
+    step = term >= 0
+    interior = step & (uses == 1)  # used once, and by a step that continues it: fused away
+    interior[interior] = prev[user[interior]] == np.flatnonzero(interior)
+    keep = np.ones(n, dtype=bool)
+    chains: dict[int, tuple[int, list[int]]] = {}  # chain end -> (head or -1, its terms in order)
+    for end in np.flatnonzero(step & ~interior).tolist():
+        terms, p = [int(term[end])], int(prev[end])
+        while interior[p]:  # walk back to the head, collecting the terms last first
+            keep[p] = False
+            terms.append(int(term[p]))
+            p = int(prev[p])
+        if term_mul[p]:  # a product at the head of the chain is its first term
+            terms.append(p)
+            p = -1
+        keep[terms] = False
+        chains[end] = (p, terms[::-1])
+    slot = np.cumsum(keep) - 1  # the new slot of each kept node
+    kept = np.flatnonzero(keep)
+    opcode, arg = opcode[kept], tape.arg[kept]
+    new_a = np.where(a[kept] >= 0, slot[a[kept]], -1).astype(np.int32)
+    new_b = np.where(b[kept] >= 0, slot[b[kept]], -1).astype(np.int32)
+    no_grad = np.zeros(len(kept), dtype=bool)  # inputs and constants: nothing needs their gradient
+    no_grad[tape.n_params:lo] = True
+    dot_start, dot_a, dot_b, grad_b = [0], [], [], []
+    for j in np.flatnonzero(np.isin(kept, list(chains))).tolist():
+        head, terms = chains[int(kept[j])]
+        opcode[j], new_a[j], new_b[j], arg[j] = DOT, slot[head] if head >= 0 else -1, len(grad_b), head >= 0
+        pairs = [(int(slot[a[t]]), int(slot[b[t]])) for t in terms]
+        pairs = [(y, x) if no_grad[x] and not no_grad[y] else (x, y) for x, y in pairs]  # a no-gradient side to b
+        dot_a += [x for x, _ in pairs]
+        dot_b += [y for _, y in pairs]
+        dot_start.append(len(dot_a))
+        grad_b.append(not all(no_grad[y] for _, y in pairs))
+    return FusedTape([tape.nodes[i] for i in kept.tolist()], opcode, new_a, new_b, arg, tape.n_params,
+                     tape.n_inputs, lo, tape.data[kept], np.array(dot_start, dtype=np.int64),
+                     np.array(dot_a, dtype=np.int32), np.array(dot_b, dtype=np.int32), np.array(grad_b, dtype=np.uint8))
