@@ -1,0 +1,143 @@
+"""Characters as tokens, for the language models of chapters 8 and 9 (`from teenygrad import text`).
+
+A character-level language model predicts the next symbol from the ones before it. This module holds what
+those models share: a vocabulary that maps symbols to integer ids and back (`Vocab`), the training pairs
+(context window -> next id) cut from a list of words (`windows`), a seeded train/dev/test split of the words
+(`split`), the bigram count matrix (`bigram_counts`), and drawing from a model one symbol at a time with a
+temperature (`draw`, `sample`). numpy prepares data; the arithmetic runs in teenygrad's Tensor ops.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from teenygrad.autograd import no_grad
+from teenygrad.tensor import Tensor, arange, float32, int64, tensor
+
+__all__ = ["BOUNDARY", "Vocab", "windows", "split", "bigram_counts", "draw", "sample"]
+
+BOUNDARY = "."  # marks both the start and the end of a word: one symbol, id 0
+
+
+class Vocab:
+    """A bijection between symbols (one character each) and the ids 0, 1, ..., len - 1.
+
+    `Vocab.build(names)` gives the boundary "." id 0 and the other characters, sorted, ids 1, 2, ...:
+    for lowercase names, "." = 0, "a" = 1, ..., "z" = 26, 27 symbols in all.
+    """
+
+    def __init__(self, symbols: Sequence[str]) -> None:
+        if len(set(symbols)) != len(symbols) or any(len(s) != 1 for s in symbols):
+            raise ValueError("Vocab: symbols must be distinct single characters")
+        self.itos: list[str] = list(symbols)
+        self.stoi: dict[str, int] = {s: i for i, s in enumerate(self.itos)}
+
+    @classmethod
+    def build(cls, texts: Sequence[str], boundary: str | None = BOUNDARY) -> Vocab:
+        """The characters of `texts`, sorted, after the boundary symbol (if any), which gets id 0."""
+        chars = sorted(set("".join(texts)) - {boundary})
+        return cls(([boundary] if boundary is not None else []) + chars)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, s: str) -> np.ndarray:
+        """The ids of the characters of s, an int64 array (a KeyError names a symbol not in the vocabulary)."""
+        try:
+            return np.array([self.stoi[c] for c in s], dtype=np.int64)
+        except KeyError as e:
+            raise KeyError(f"Vocab.encode: {e.args[0]!r} is not in the vocabulary") from None
+
+    def decode(self, ids: Sequence[int] | np.ndarray | Tensor) -> str:
+        """The string of the ids (a Tensor, an array or a list of ints)."""
+        ids = ids.numpy() if isinstance(ids, Tensor) else ids
+        return "".join(self.itos[int(i)] for i in np.asarray(ids).reshape(-1))
+
+    def __repr__(self) -> str:
+        return f"Vocab({''.join(self.itos)!r})"
+
+
+def windows(words: Sequence[str], vocab: Vocab, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (context -> next id) pair of `words`, as X (n, block_size) and Y (n,), both int64.
+
+    Each word w is read as  . . . w_1 w_2 ... w_L .  (block_size boundaries before it, one after), and every
+    position gives one pair: the block_size ids before it predict it. A word of length L gives L + 1 pairs;
+    block_size = 1 gives the bigrams (previous id, next id).
+    """
+    if block_size < 1:
+        raise ValueError(f"windows: block_size must be at least 1, got {block_size}")
+    pad = np.zeros(block_size, dtype=np.int64)
+    xs, ys = [], []
+    for w in words:
+        ids = np.concatenate([pad, vocab.encode(w), pad[:1]])
+        xs.append(np.lib.stride_tricks.sliding_window_view(ids[:-1], block_size))
+        ys.append(ids[block_size:])
+    if not xs:
+        return np.zeros((0, block_size), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def split(items: Sequence, fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0) -> tuple[list, ...]:
+    """Shuffle `items` with `seed`, then cut them into consecutive parts of the given fractions (train, dev,
+    test). Deterministic: the same seed gives the same parts. Part k ends at round(n * (f_0 + ... + f_k))."""
+    if abs(sum(fractions) - 1) > 1e-9 or any(f < 0 for f in fractions):
+        raise ValueError(f"split: fractions must be non-negative and add up to 1, got {fractions}")
+    order = np.random.default_rng(seed).permutation(len(items))
+    ends = [int(round(len(items) * c)) for c in np.cumsum(fractions)]
+    starts = [0] + ends[:-1]
+    return tuple([items[i] for i in order[a:b]] for a, b in zip(starts, ends))
+
+
+def one_hot(ids: np.ndarray | Tensor, num: int) -> Tensor:
+    """(n, num) float32 with a 1 in column ids[i] of row i: one broadcast comparison."""
+    ids = ids if isinstance(ids, Tensor) else tensor(np.asarray(ids, dtype=np.int64))
+    return (ids.reshape(-1, 1) == arange(num)).to(float32)
+
+
+def bigram_counts(first: np.ndarray | Tensor, second: np.ndarray | Tensor, num: int) -> Tensor:
+    """N (num, num) float32, N[a, b] = how many i have first[i] = a and second[i] = b.
+
+    One matrix product: N = onehot(first)^T onehot(second), since entry (a, b) adds 1 for exactly those rows.
+    The counts are exact in float32 up to 2^24 pairs.
+    """
+    return one_hot(first, num).T @ one_hot(second, num)
+
+
+def draw(logits: Tensor, u: Tensor | np.ndarray, temperature: float = 1.0) -> Tensor:
+    """One id per row of `logits` (n, V), by the inverse CDF: with p = softmax(logits / temperature) and the
+    cumulative sums c_k = p_0 + ... + p_k, row i gets the smallest k with u_i < c_k, for u_i uniform in [0, 1).
+
+    Counting the c_k (k < V - 1) that are <= u_i gives that k, and never more than V - 1, even if rounding
+    leaves c_{V-1} a hair below u_i. Temperature < 1 sharpens the distribution, > 1 flattens it.
+    """
+    if temperature <= 0:
+        raise ValueError(f"draw: temperature must be positive, got {temperature}")
+    p = (logits.to(float32) * (1.0 / temperature)).softmax(-1)
+    V = p.shape[-1]
+    upper = tensor(np.triu(np.ones((V, V), dtype=np.float32)))  # c = p @ upper: c_k = sum_{j <= k} p_j
+    c = (p @ upper)[:, :V - 1]
+    u = u if isinstance(u, Tensor) else tensor(np.asarray(u, dtype=np.float32))
+    return (c <= u.to(float32).reshape(-1, 1)).sum(axis=1).to(int64)
+
+
+@no_grad()
+def sample(next_logits: Callable[[Tensor], Tensor], vocab: Vocab, n: int, block_size: int,
+           temperature: float = 1.0, generator: np.random.Generator | None = None, max_len: int = 50) -> list[str]:
+    """n words drawn from a model, all at once: start from a context of boundaries, draw the next id from
+    `next_logits(context)` ((n, block_size) int64 -> (n, V) logits), shift it into the context, and stop a
+    word at its first boundary (or after max_len symbols). Returns the words without the boundary."""
+    if vocab.itos[0] != BOUNDARY:
+        raise ValueError(f"sample: the vocabulary needs the boundary {BOUNDARY!r} as id 0 to end a word")
+    rng = generator if generator is not None else np.random.default_rng()
+    context = np.zeros((n, block_size), dtype=np.int64)
+    out = np.zeros((n, max_len), dtype=np.int64)
+    alive = np.ones(n, dtype=bool)
+    for t in range(max_len):
+        ids = draw(next_logits(tensor(context)), rng.random(n), temperature).numpy()
+        out[:, t] = np.where(alive, ids, 0)
+        alive &= ids != 0
+        if not alive.any():
+            break
+        context = np.concatenate([context[:, 1:], ids[:, None]], axis=1)
+    return [vocab.decode(row).split(BOUNDARY, 1)[0] for row in out]
