@@ -208,5 +208,7 @@ def test_chapter_figures(chapter_figures):
     assert fig["ch5_digits_value_acc"] == pytest.approx(0.897, abs=0.03)
     assert fig["ch5_digits_tape_acc"] == pytest.approx(0.98, abs=0.02)
     assert fig["ch5_digits_tape_acc"] > fig["ch5_digits_value_acc"]
+    assert (fig["ch5_slots"], fig["ch5_fused_slots"], fig["ch5_fused_dots"]) == (3727, 1367, 27)  # 26 neurons + 1
     # timings are machine-dependent: only that they were measured and the tape won
     assert fig["ch5_speedup"] > 1 and fig["ch5_speedup_fit"] > 1 and fig["ch5_value_rate"] > 0
+    assert fig["ch5_speedup_fused"] > 1
