@@ -10,8 +10,6 @@ from typing import ContextManager
 
 import numpy as np
 
-import numba
-
 from teenygrad import autograd, dispatch
 from teenygrad._jit import JIT_ENABLED
 from teenygrad._swap import swapped
@@ -34,7 +32,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias is not None:
         if bias.shape != (weight.shape[0],):
             raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
-        fused.add_rows(dispatch._array(out).reshape(-1, out.shape[-1]), dispatch._array(_cast_like(bias, out)))
+        y2, b = dispatch._array(out).reshape(-1, out.shape[-1]), dispatch._array(_cast_like(bias, out))
+        fused.add_rows_parallel(y2, b) if _big(out.size) else fused.add_rows(y2, b, 0, y2.shape[0])
     inputs = (x, weight) if bias is None else (x, weight, bias)
     if any(t._requires_grad for t in inputs) and autograd.grad_enabled:
         autograd.record("linear", out, inputs, x=x.detach(), w=weight.detach())
@@ -128,8 +127,9 @@ def _rows(x: Tensor) -> tuple[Tensor, np.ndarray]:
     return x2, dispatch._array(x2)
 
 
-def _threads() -> int:
-    return numba.get_num_threads() if JIT_ENABLED else 1
+def _big(work: int) -> bool:
+    """Worth waking the other threads for? (See teenygrad/kernels/fused.py.)"""
+    return JIT_ENABLED and work >= fused.PARALLEL_MIN_WORK
 
 
 def _param(t: Tensor | None, n: int, fill: float, like: Tensor, name: str) -> Tensor:
@@ -149,8 +149,9 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     x2, xa = _rows(x)
     out = dispatch._new(x2.shape, x.dtype)
     mean, rstd = dispatch._new((x2.shape[0],), x.dtype), dispatch._new((x2.shape[0],), x.dtype)
-    fused.layer_norm_forward(xa, dispatch._array(w.contiguous()), dispatch._array(b.contiguous()), eps,
-                             dispatch._array(out), dispatch._array(mean), dispatch._array(rstd))
+    args = (xa, dispatch._array(w.contiguous()), dispatch._array(b.contiguous()), eps, dispatch._array(out),
+            dispatch._array(mean), dispatch._array(rstd))
+    fused.layer_norm_forward_parallel(*args) if _big(xa.size) else fused.layer_norm_forward(*args, 0, xa.shape[0])
     out = out.reshape(x.shape)
     if (x._requires_grad or w._requires_grad or b._requires_grad) and autograd.grad_enabled:
         autograd.record("layer_norm", out, (x, w, b), x=x2.detach(), w=w.detach(), mean=mean, rstd=rstd)
@@ -160,12 +161,16 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
 def _layer_norm_backward(ctx: Node, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     g2, ga = _rows(g)
     dx = dispatch._new(g2.shape, g.dtype)
-    C = g2.shape[1]
-    dw, db = dispatch._new((_threads(), C), g.dtype), dispatch._new((_threads(), C), g.dtype)
-    fused.layer_norm_backward(dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.mean),
-                              dispatch._array(ctx.rstd), ga, dispatch._array(dx), dispatch._array(dw),
-                              dispatch._array(db))
-    return dx.reshape(ctx.inputs[0].shape), dw.sum(0), db.sum(0)  # the threads' partial sums, added up
+    R, C = g2.shape
+    parts = fused.CHUNKS if _big(g2.size) else 1  # partial sums of dw, db: one per chunk of rows
+    dw, db = zeros(parts, C, dtype=g.dtype), zeros(parts, C, dtype=g.dtype)
+    args = (dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.mean), dispatch._array(ctx.rstd), ga,
+            dispatch._array(dx))
+    if parts > 1:
+        fused.layer_norm_backward_parallel(*args, dispatch._array(dw), dispatch._array(db))
+    else:
+        fused.layer_norm_backward(*args, dispatch._array(dw)[0], dispatch._array(db)[0], 0, R)
+    return dx.reshape(ctx.inputs[0].shape), dw.sum(0), db.sum(0)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -176,7 +181,8 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
     x2, xa = _rows(x)
     out = dispatch._new(x2.shape, x.dtype)
     rstd = dispatch._new((x2.shape[0],), x.dtype)
-    fused.rms_norm_forward(xa, dispatch._array(w.contiguous()), eps, dispatch._array(out), dispatch._array(rstd))
+    args = (xa, dispatch._array(w.contiguous()), eps, dispatch._array(out), dispatch._array(rstd))
+    fused.rms_norm_forward_parallel(*args) if _big(xa.size) else fused.rms_norm_forward(*args, 0, xa.shape[0])
     out = out.reshape(x.shape)
     if (x._requires_grad or w._requires_grad) and autograd.grad_enabled:
         autograd.record("rms_norm", out, (x, w), x=x2.detach(), w=w.detach(), rstd=rstd)
@@ -186,9 +192,13 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
 def _rms_norm_backward(ctx: Node, g: Tensor) -> tuple[Tensor, Tensor]:
     g2, ga = _rows(g)
     dx = dispatch._new(g2.shape, g.dtype)
-    dw = dispatch._new((_threads(), g2.shape[1]), g.dtype)
-    fused.rms_norm_backward(dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.rstd), ga,
-                            dispatch._array(dx), dispatch._array(dw))
+    parts = fused.CHUNKS if _big(g2.size) else 1
+    dw = zeros(parts, g2.shape[1], dtype=g.dtype)
+    args = (dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.rstd), ga, dispatch._array(dx))
+    if parts > 1:
+        fused.rms_norm_backward_parallel(*args, dispatch._array(dw))
+    else:
+        fused.rms_norm_backward(*args, dispatch._array(dw)[0], 0, g2.shape[0])
     return dx.reshape(ctx.inputs[0].shape), dw.sum(0)
 
 
@@ -203,7 +213,11 @@ def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
     qkv_in, qkv = qkv, (dispatch.contiguous(qkv) if not qkv.is_contiguous() else qkv)
     y = dispatch._new((B, T, C3 // 3), qkv.dtype)
     att = dispatch._new((B, n_head, T, T), qkv.dtype)
-    fused.attention_forward(dispatch._array(qkv), n_head, dispatch._array(y), dispatch._array(att))
+    args = (dispatch._array(qkv), n_head, dispatch._array(y), dispatch._array(att))
+    if _big(B * T * T * C3 // 6):
+        fused.attention_forward_parallel(*args)
+    else:
+        fused.attention_forward(*args, 0, B * n_head)
     if qkv_in._requires_grad and autograd.grad_enabled:
         autograd.record("attention", y, (qkv_in,), qkv=qkv.detach(), att=att)
     return y
@@ -212,8 +226,12 @@ def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
 def _attention_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
     g = dispatch.contiguous(g) if not g.is_contiguous() else g
     dqkv = dispatch._new(ctx.qkv.shape, g.dtype)
-    fused.attention_backward(dispatch._array(ctx.qkv), dispatch._array(ctx.att), dispatch._array(g),
-                             dispatch._array(dqkv))
+    args = (dispatch._array(ctx.qkv), dispatch._array(ctx.att), dispatch._array(g), dispatch._array(dqkv))
+    B, T, C3 = ctx.qkv.shape
+    if _big(B * T * T * C3 // 3):
+        fused.attention_backward_parallel(*args)
+    else:
+        fused.attention_backward(*args, 0, B * ctx.att.shape[1])
     return (dqkv,)
 
 
@@ -223,7 +241,8 @@ def gelu(x: Tensor) -> Tensor:
     if x.dtype != np.float32 or not x.is_contiguous():
         return x.gelu()
     out = dispatch._new(x.shape, x.dtype)
-    fused.gelu32_forward(dispatch._array(x).reshape(-1), dispatch._array(out).reshape(-1))
+    args = (dispatch._array(x).reshape(-1), dispatch._array(out).reshape(-1))
+    fused.gelu32_forward_parallel(*args) if _big(x.size * 8) else fused.gelu32_forward(*args, 0, x.size)
     if x._requires_grad and autograd.grad_enabled:
         autograd.record("gelu32", out, (x,), x=x.detach())
     return out
@@ -232,8 +251,8 @@ def gelu(x: Tensor) -> Tensor:
 def _gelu_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
     g = g if g.is_contiguous() else dispatch.contiguous(g)
     dx = dispatch._new(g.shape, g.dtype)
-    fused.gelu32_backward(dispatch._array(ctx.x).reshape(-1), dispatch._array(g).reshape(-1),
-                          dispatch._array(dx).reshape(-1))
+    args = (dispatch._array(ctx.x).reshape(-1), dispatch._array(g).reshape(-1), dispatch._array(dx).reshape(-1))
+    fused.gelu32_backward_parallel(*args) if _big(g.size * 8) else fused.gelu32_backward(*args, 0, g.size)
     return (dx,)
 
 

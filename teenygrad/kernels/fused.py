@@ -9,6 +9,10 @@ what the forward saved (per-row mean and 1/std; the attention probabilities).
 Shapes: norms work on rows, x (R, C) contiguous. Attention reads a (B, T, 3C) `qkv` buffer (the
 q, k, v projections side by side, heads of size hs = C / nh inside each) and writes y (B, T, C): head
 h of token t lands at y[b, t, h*hs:(h+1)*hs], which is already the layout the next linear layer wants.
+
+Every kernel comes twice: a serial body that does rows (or heads) lo..hi, and a parallel driver that
+splits them among threads. Waking threads costs microseconds, and much more on a busy machine, so small
+tensors (a one-name batch) run the body directly: `run(kernel, work, ...)` picks.
 """
 from __future__ import annotations
 
@@ -18,24 +22,37 @@ import numpy as np
 
 from teenygrad._jit import kernel, prange
 
+PARALLEL_MIN_WORK = 1 << 16  # below ~65k multiply-adds a kernel runs on the calling thread alone
+CHUNKS = 16                   # tasks per parallel call: a few per thread, so an unlucky thread catches up
+
+fast = kernel(fastmath=True, numpy_errors=True)               # serial bodies: x / 0 -> inf, so loops vectorise
+parallel = kernel(parallel=True, fastmath=True, numpy_errors=True)
+
 
 # ---- linear: the bias add ------------------------------------------------------------------------------
 
-@kernel(parallel=True, fastmath=True)
-def add_rows(y, b):
-    """y[r, :] += b for every row r of y (R, C): the bias of a linear layer, added in place."""
-    for r in prange(y.shape[0]):
+@fast
+def add_rows(y, b, lo, hi):
+    """y[r, :] += b for rows lo..hi of y (R, C): the bias of a linear layer, added in place."""
+    for r in range(lo, hi):
         for c in range(y.shape[1]):
             y[r, c] += b[c]
 
 
+@parallel
+def add_rows_parallel(y, b):
+    R = y.shape[0]
+    for k in prange(CHUNKS):
+        add_rows(y, b, k * R // CHUNKS, (k + 1) * R // CHUNKS)
+
+
 # ---- layer norm: y = (x - mean) / sqrt(var + eps) * w + b ----------------------------------------------
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def layer_norm_forward(x, w, b, eps, y, mean, rstd):
-    """x, y (R, C); w, b (C,); writes y and the per-row mean and rstd = 1 / sqrt(var + eps)."""
-    R, C = x.shape
-    for r in prange(R):
+@fast
+def layer_norm_forward(x, w, b, eps, y, mean, rstd, lo, hi):
+    """Rows lo..hi of x, y (R, C); w, b (C,); writes y and each row's mean and rstd = 1 / sqrt(var + eps)."""
+    C = x.shape[1]
+    for r in range(lo, hi):
         m = 0.0
         for c in range(C):
             m += x[r, c]
@@ -50,42 +67,51 @@ def layer_norm_forward(x, w, b, eps, y, mean, rstd):
         mean[r], rstd[r] = m, s
 
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def layer_norm_backward(x, w, mean, rstd, g, dx, dw_parts, db_parts):
-    """With xhat = (x - mean) * rstd and gh = g * w (per row):
+@parallel
+def layer_norm_forward_parallel(x, w, b, eps, y, mean, rstd):
+    R = x.shape[0]
+    for k in prange(CHUNKS):
+        layer_norm_forward(x, w, b, eps, y, mean, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
+
+
+@fast
+def layer_norm_backward(x, w, mean, rstd, g, dx, dw, db, lo, hi):
+    """Rows lo..hi. With xhat = (x - mean) * rstd and gh = g * w (per row):
         dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
-        dw = sum over rows of g * xhat,   db = sum over rows of g.
-    Rows are split into one chunk per slot of dw_parts/db_parts (P, C) so threads never share a sum;
-    the caller adds the P partial sums."""
-    R, C = x.shape
-    P = dw_parts.shape[0]
-    for p in prange(P):
-        dw_parts[p, :] = 0.0
-        db_parts[p, :] = 0.0
-        for r in range(p * R // P, (p + 1) * R // P):
-            m, s = mean[r], rstd[r]
-            a = 0.0  # mean of gh
-            bsum = 0.0  # mean of gh * xhat
-            for c in range(C):
-                xh = (x[r, c] - m) * s
-                gh = g[r, c] * w[c]
-                a += gh
-                bsum += gh * xh
-                dw_parts[p, c] += g[r, c] * xh
-                db_parts[p, c] += g[r, c]
-            a /= C
-            bsum /= C
-            for c in range(C):
-                xh = (x[r, c] - m) * s
-                dx[r, c] = s * (g[r, c] * w[c] - a - xh * bsum)
+        dw += sum over the rows of g * xhat,   db += sum over the rows of g   (dw, db: (C,))"""
+    C = x.shape[1]
+    for r in range(lo, hi):
+        m, s = mean[r], rstd[r]
+        a = 0.0  # sum of gh
+        bsum = 0.0  # sum of gh * xhat
+        for c in range(C):
+            xh = (x[r, c] - m) * s
+            gh = g[r, c] * w[c]
+            a += gh
+            bsum += gh * xh
+            dw[c] += g[r, c] * xh
+            db[c] += g[r, c]
+        a /= C
+        bsum /= C
+        for c in range(C):
+            dx[r, c] = s * (g[r, c] * w[c] - a - (x[r, c] - m) * s * bsum)
+
+
+@parallel
+def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw_parts, db_parts):
+    """Each chunk of rows adds into its own row of dw_parts, db_parts (CHUNKS, C), so no two threads
+    ever add into the same sum; the caller adds the partial sums up."""
+    R = x.shape[0]
+    for k in prange(CHUNKS):
+        layer_norm_backward(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
 # ---- RMS norm: y = x / sqrt(mean(x^2) + eps) * w -------------------------------------------------------
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def rms_norm_forward(x, w, eps, y, rstd):
-    R, C = x.shape
-    for r in prange(R):
+@fast
+def rms_norm_forward(x, w, eps, y, rstd, lo, hi):
+    C = x.shape[1]
+    for r in range(lo, hi):
         ss = 0.0
         for c in range(C):
             ss += x[r, c] * x[r, c]
@@ -95,23 +121,34 @@ def rms_norm_forward(x, w, eps, y, rstd):
         rstd[r] = s
 
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def rms_norm_backward(x, w, rstd, g, dx, dw_parts):
-    """With xhat = x * rstd and gh = g * w:  dx = rstd * (gh - xhat * mean(gh * xhat)),  dw = sum g * xhat."""
-    R, C = x.shape
-    P = dw_parts.shape[0]
-    for p in prange(P):
-        dw_parts[p, :] = 0.0
-        for r in range(p * R // P, (p + 1) * R // P):
-            s = rstd[r]
-            bsum = 0.0
-            for c in range(C):
-                xh = x[r, c] * s
-                bsum += g[r, c] * w[c] * xh
-                dw_parts[p, c] += g[r, c] * xh
-            bsum /= C
-            for c in range(C):
-                dx[r, c] = s * (g[r, c] * w[c] - x[r, c] * s * bsum)
+@parallel
+def rms_norm_forward_parallel(x, w, eps, y, rstd):
+    R = x.shape[0]
+    for k in prange(CHUNKS):
+        rms_norm_forward(x, w, eps, y, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
+
+
+@fast
+def rms_norm_backward(x, w, rstd, g, dx, dw, lo, hi):
+    """With xhat = x * rstd and gh = g * w:  dx = rstd * (gh - xhat * mean(gh * xhat)),  dw += sum g * xhat."""
+    C = x.shape[1]
+    for r in range(lo, hi):
+        s = rstd[r]
+        bsum = 0.0
+        for c in range(C):
+            xh = x[r, c] * s
+            bsum += g[r, c] * w[c] * xh
+            dw[c] += g[r, c] * xh
+        bsum /= C
+        for c in range(C):
+            dx[r, c] = s * (g[r, c] * w[c] - x[r, c] * s * bsum)
+
+
+@parallel
+def rms_norm_backward_parallel(x, w, rstd, g, dx, dw_parts):
+    R = x.shape[0]
+    for k in prange(CHUNKS):
+        rms_norm_backward(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
 # ---- causal self-attention -------------------------------------------------------------------------
@@ -119,7 +156,7 @@ def rms_norm_backward(x, w, rstd, g, dx, dw_parts):
 # slices of q, k, v into small contiguous arrays (k also transposed), so every inner loop below runs
 # along contiguous memory with no reduction in it, which the compiler turns into SIMD instructions.
 
-@kernel
+@fast
 def _head(src, b, col, hs, dst, transpose):
     """dst <- src[b, :, col:col+hs], as (T, hs), or (hs, T) when `transpose`."""
     for t in range(src.shape[1]):
@@ -130,22 +167,23 @@ def _head(src, b, col, hs, dst, transpose):
                 dst[t, d] = src[b, t, col + d]
 
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def attention_forward(qkv, nh, y, att):
-    """qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T) the probabilities (0 above the diagonal).
-    For one (batch, head): S = q k^T / sqrt(hs) with S[i, j] = -inf for j > i, P = softmax(S) by rows, y = P v."""
+@fast
+def attention_forward(qkv, nh, y, att, lo, hi):
+    """Pairs bh = b * nh + h in lo..hi. qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T), the
+    probabilities (0 above the diagonal). For one pair: S = q k^T / sqrt(hs) with S[i, j] = -inf for
+    j > i, P = softmax(S) by rows, y = P v."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     hs = C // nh
     scale = 1.0 / math.sqrt(hs)
-    for bh in prange(B * nh):
+    q, kt, v = np.empty((T, hs), qkv.dtype), np.empty((hs, T), qkv.dtype), np.empty((T, hs), qkv.dtype)
+    s = np.empty(T, qkv.dtype)
+    acc = np.empty(hs, qkv.dtype)
+    for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
-        q, kt, v = np.empty((T, hs), qkv.dtype), np.empty((hs, T), qkv.dtype), np.empty((T, hs), qkv.dtype)
         _head(qkv, b, h * hs, hs, q, False)
         _head(qkv, b, C + h * hs, hs, kt, True)
         _head(qkv, b, 2 * C + h * hs, hs, v, False)
-        s = np.empty(T, qkv.dtype)
-        acc = np.empty(hs, qkv.dtype)
         for i in range(T):
             n = i + 1  # keys 0..i are visible
             s[:n] = 0.0
@@ -171,25 +209,35 @@ def attention_forward(qkv, nh, y, att):
             y[b, i, h * hs:(h + 1) * hs] = acc
 
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def attention_backward(qkv, att, g, dqkv):
-    """g = dL/dy (B, T, C) -> dqkv (B, T, 3C). For one (batch, head), with P the saved probabilities:
+@parallel
+def attention_forward_parallel(qkv, nh, y, att):
+    pairs = qkv.shape[0] * nh
+    for k in prange(pairs):
+        attention_forward(qkv, nh, y, att, k, k + 1)
+
+
+@fast
+def attention_backward(qkv, att, g, dqkv, lo, hi):
+    """Pairs lo..hi. g = dL/dy (B, T, C) -> dqkv (B, T, 3C). With P the saved probabilities:
         dP = g v^T,  dv = P^T g,  dS = P * (dP - rowsum(dP * P)),  dq = dS k / sqrt(hs),  dk = dS^T q / sqrt(hs)."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     nh = att.shape[1]
     hs = C // nh
     scale = 1.0 / math.sqrt(hs)
-    for bh in prange(B * nh):
+    q, k = np.empty((T, hs), qkv.dtype), np.empty((T, hs), qkv.dtype)
+    vt, gh = np.empty((hs, T), qkv.dtype), np.empty((T, hs), qkv.dtype)
+    dq, dk, dv = np.empty((T, hs), qkv.dtype), np.empty((T, hs), qkv.dtype), np.empty((T, hs), qkv.dtype)
+    dp = np.empty(T, qkv.dtype)
+    for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
-        q, k = np.empty((T, hs), qkv.dtype), np.empty((T, hs), qkv.dtype)
-        vt, gh = np.empty((hs, T), qkv.dtype), np.empty((T, hs), qkv.dtype)
         _head(qkv, b, h * hs, hs, q, False)
         _head(qkv, b, C + h * hs, hs, k, False)
         _head(qkv, b, 2 * C + h * hs, hs, vt, True)
         _head(g, b, h * hs, hs, gh, False)
-        dq, dk, dv = np.zeros((T, hs), qkv.dtype), np.zeros((T, hs), qkv.dtype), np.zeros((T, hs), qkv.dtype)
-        dp = np.empty(T, qkv.dtype)
+        dq[:] = 0.0
+        dk[:] = 0.0
+        dv[:] = 0.0
         for i in range(T):
             n = i + 1
             dp[:n] = 0.0
@@ -213,9 +261,16 @@ def attention_backward(qkv, att, g, dqkv):
             dqkv[b, t, 2 * C + h * hs:2 * C + (h + 1) * hs] = dv[t]
 
 
-# ---- GELU (tanh approximation) in float32, elementwise over contiguous data, on all cores --------------
+@parallel
+def attention_backward_parallel(qkv, att, g, dqkv):
+    pairs = qkv.shape[0] * att.shape[1]
+    for k in prange(pairs):
+        attention_backward(qkv, att, g, dqkv, k, k + 1)
 
-@kernel(fastmath=True, numpy_errors=True)
+
+# ---- GELU (tanh approximation) in float32, elementwise over flat contiguous data ------------------------
+
+@fast
 def tanh32(x):
     """tanh by a rational approximation (Eigen's float32 one, max error 4e-7), which the compiler can
     vectorise, unlike a call to libm's tanh per element."""
@@ -236,26 +291,35 @@ def tanh32(x):
 
 
 K = np.float32(0.7978845608028654)  # sqrt(2 / pi)
-BLOCK = 8192  # elements per task: enough to amortise scheduling, small enough to share out
 
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def gelu32_forward(x, out):
-    """out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), x and out flat float32."""
+@fast
+def gelu32_forward(x, out, lo, hi):
+    """out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) on elements lo..hi."""
+    for i in range(lo, hi):
+        v = x[i]
+        out[i] = np.float32(0.5) * v * (np.float32(1.0) + tanh32(K * (v + np.float32(0.044715) * v * v * v)))
+
+
+@parallel
+def gelu32_forward_parallel(x, out):
     n = x.size
-    for c in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(c * BLOCK, min(n, (c + 1) * BLOCK)):
-            v = x[i]
-            out[i] = np.float32(0.5) * v * (np.float32(1.0) + tanh32(K * (v + np.float32(0.044715) * v * v * v)))
+    for k in prange(CHUNKS):
+        gelu32_forward(x, out, k * n // CHUNKS, (k + 1) * n // CHUNKS)
 
 
-@kernel(parallel=True, fastmath=True, numpy_errors=True)
-def gelu32_backward(x, g, out):
+@fast
+def gelu32_backward(x, g, out, lo, hi):
     """out = g * gelu'(x) = g (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))."""
+    for i in range(lo, hi):
+        v = x[i]
+        t = tanh32(K * (v + np.float32(0.044715) * v * v * v))
+        out[i] = g[i] * (np.float32(0.5) * (np.float32(1.0) + t) + np.float32(0.5) * v * (np.float32(1.0) - t * t)
+                         * K * (np.float32(1.0) + np.float32(3.0 * 0.044715) * v * v))
+
+
+@parallel
+def gelu32_backward_parallel(x, g, out):
     n = x.size
-    for c in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(c * BLOCK, min(n, (c + 1) * BLOCK)):
-            v = x[i]
-            t = tanh32(K * (v + np.float32(0.044715) * v * v * v))
-            out[i] = g[i] * (np.float32(0.5) * (np.float32(1.0) + t) + np.float32(0.5) * v * (np.float32(1.0) - t * t)
-                             * K * (np.float32(1.0) + np.float32(3.0 * 0.044715) * v * v))
+    for k in prange(CHUNKS):
+        gelu32_backward(x, g, out, k * n // CHUNKS, (k + 1) * n // CHUNKS)
