@@ -39,8 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from teenygrad._jit import kernel
-from teenygrad.tape import (ADD, MUL, OP_NAMES, Tape, _python, backward_kernel, backward_runs, forward_kernel,
-                            forward_runs, sgd_kernel, zero_and_seed)
+from teenygrad.tape import ADD, MUL, OP_NAMES, Tape, _python, backward_kernel, forward_kernel, sgd_kernel, zero_and_seed
 
 DOT = len(OP_NAMES)  # the next free opcode: not a Value op, only fused tapes have it
 
@@ -79,25 +78,28 @@ def dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, lo, hi)
 
 @kernel
 def forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b):
-    """forward_runs, with the runs of DOT nodes run by dot_forward."""
+    """Run by run: the runs of DOT nodes by dot_forward, the others (few, once fused) by forward_kernel.
+    (Not forward_runs: handing it runs[s:s + 2] would make a new array per run, and in numba that costs more
+    than the few ops left in a run.)"""
     for s in range(runs.shape[0] - 1):
         lo, hi = runs[s], runs[s + 1]
         if opcode[lo] == DOT:
             dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, lo, hi)
         else:
-            forward_runs(opcode, a, b, arg, data, runs[s:s + 2])
+            forward_kernel(opcode, a, b, arg, data, lo, hi)
 
 
 @kernel
 def backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, n_params):
-    """backward_runs, with the runs of DOT nodes run by dot_backward; last run first. The inputs' and constants'
-    gradients (slots n_params to runs[0]) end at 0: the DOTs skip them, so what other ops add would be partial."""
+    """forward_fused's runs backwards, last run first, with dot_backward and backward_kernel. The inputs' and
+    constants' gradients (slots n_params to runs[0]) end at 0: the DOTs skip them, so what other ops add would
+    be partial."""
     for s in range(runs.shape[0] - 2, -1, -1):
         lo, hi = runs[s], runs[s + 1]
         if opcode[lo] == DOT:
             dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, lo, hi)
         else:
-            backward_runs(opcode, a, b, arg, data, grad, runs[s:s + 2])
+            backward_kernel(opcode, a, b, arg, data, grad, lo, hi)
     grad[n_params:runs[0]] = 0.0
 
 
