@@ -76,6 +76,24 @@ for dt in (tg.float32, tg.float64):
             optim.clip_grad_norm(m.parameters(), 0.1)
             opt.step()
     attempt(train)
+    def transformer():  # the fused ops of teenygrad.functional and a GPT step, on both kernel paths
+        from teenygrad import functional as F
+        from teenygrad.kernels import fused
+        from teenygrad.gpt import GPT, GPTConfig
+        for big in (False, True):
+            fused.PARALLEL_MIN_WORK = 0 if big else 1 << 62
+            x, w = tg.randn(2, 3, 12, dtype=dt).requires_grad_(), tg.randn(12, dtype=dt).requires_grad_()
+            (F.layer_norm(x, w, w).sum() + F.rms_norm(x, w).sum() + F.causal_self_attention(x, 2).sum()
+             + F.linear(x, tg.randn(5, 12, dtype=dt), w[:5]).sum() + F.gelu(x).sum()).backward()
+        fused.PARALLEL_MIN_WORK = 1 << 16
+        for cfg in (GPTConfig(vocab_size=7, block_size=4, n_layer=1, n_head=2, n_embd=4),
+                    GPTConfig(vocab_size=7, block_size=4, n_layer=1, n_head=2, n_embd=4, norm="rms", act="relu",
+                              bias=False, norm_weights=False, tie_weights=False)):
+            model = GPT(cfg)
+            model(tg.Tensor([[1, 2, 3]]), tg.Tensor([[2, 3, 4]]))[1].backward()
+            model.generate([1, 2], 3, temperature=1.0)
+    if dt == tg.float32:
+        attempt(transformer)
 for x in (tg.arange(12).reshape(3, 4), tg.arange(12).reshape(3, 4).T):
     attempt(lambda: x + x)
     attempt(lambda: x * 2)
