@@ -218,6 +218,16 @@ def test_fused_digits_tape_and_errors():
     rows = np.random.default_rng(0).uniform(0, 1, size=(30, 74))
     assert close(tape.fit(rows, 0.05), plain.fit(rows, 0.05), 1e-9)
     assert close(tape.param_data, plain.param_data, 1e-9)
+    again = fuse(plain)  # a trained tape fuses with the weights it has now
+    assert np.array_equal(again.param_data, plain.param_data)
+    for t in (again, plain):
+        t.set_inputs(rows[0])
+    assert again.forward() == plain.forward()  # the same sums in the same order: the same bits
+    again.backward()
+    plain.backward()
+    assert close(again.param_grads, plain.param_grads)
+    again.backward(accumulate=True)
+    assert close(again.param_grads, 2 * plain.param_grads)
 
 
 def test_fused_tape_without_jit_in_a_subprocess():
