@@ -86,14 +86,15 @@ for dt in (tg.float32, tg.float64):
             (F.layer_norm(x, w, w).sum() + F.rms_norm(x, w).sum() + F.causal_self_attention(x, 2).sum()
              + F.linear(x, tg.randn(5, 12, dtype=dt), w[:5]).sum() + F.gelu(x).sum()).backward()
         fused.PARALLEL_MIN_WORK = 1 << 16
+        if dt != tg.float32:
+            return
         for cfg in (GPTConfig(vocab_size=7, block_size=4, n_layer=1, n_head=2, n_embd=4),
                     GPTConfig(vocab_size=7, block_size=4, n_layer=1, n_head=2, n_embd=4, norm="rms", act="relu",
                               bias=False, norm_weights=False, tie_weights=False)):
             model = GPT(cfg)
             model(tg.Tensor([[1, 2, 3]]), tg.Tensor([[2, 3, 4]]))[1].backward()
             model.generate([1, 2], 3, temperature=1.0)
-    if dt == tg.float32:
-        attempt(transformer)
+    attempt(transformer)
 for x in (tg.arange(12).reshape(3, 4), tg.arange(12).reshape(3, 4).T):
     attempt(lambda: x + x)
     attempt(lambda: x * 2)
