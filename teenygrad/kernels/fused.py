@@ -153,19 +153,8 @@ def rms_norm_backward_parallel(x, w, rstd, g, dx, dw_parts):
 
 # ---- causal self-attention -------------------------------------------------------------------------
 # Each (batch, head) pair is independent, so pairs are shared among threads. A pair first copies its
-# slices of q, k, v into small contiguous arrays (k also transposed), so every inner loop below runs
+# slices of q, k, v into small contiguous arrays (k or v transposed), so every inner loop below runs
 # along contiguous memory with no reduction in it, which the compiler turns into SIMD instructions.
-
-@fast
-def _head(src, b, col, hs, dst, transpose):
-    """dst <- src[b, :, col:col+hs], as (T, hs), or (hs, T) when `transpose`."""
-    for t in range(src.shape[1]):
-        for d in range(hs):
-            if transpose:
-                dst[d, t] = src[b, t, col + d]
-            else:
-                dst[t, d] = src[b, t, col + d]
-
 
 @fast
 def attention_forward(qkv, nh, y, att, lo, hi):
@@ -181,14 +170,17 @@ def attention_forward(qkv, nh, y, att, lo, hi):
     acc = np.empty(hs, qkv.dtype)
     for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
-        _head(qkv, b, h * hs, hs, q, False)
-        _head(qkv, b, C + h * hs, hs, kt, True)
-        _head(qkv, b, 2 * C + h * hs, hs, v, False)
+        for t in range(T):  # this head's q (scaled), k (transposed) and v, contiguous
+            for d in range(hs):
+                q[t, d] = qkv[b, t, h * hs + d] * scale
+                kt[d, t] = qkv[b, t, C + h * hs + d]
+                v[t, d] = qkv[b, t, 2 * C + h * hs + d]
         for i in range(T):
             n = i + 1  # keys 0..i are visible
-            s[:n] = 0.0
+            for j in range(n):
+                s[j] = 0.0
             for d in range(hs):  # s[j] = q_i . k_j, accumulated along j
-                qd = q[i, d] * scale
+                qd = q[i, d]
                 for j in range(n):
                     s[j] += qd * kt[d, j]
             mx = s[0]
@@ -196,17 +188,22 @@ def attention_forward(qkv, nh, y, att, lo, hi):
                 mx = max(mx, s[j])
             tot = 0.0
             for j in range(n):
-                s[j] = math.exp(s[j] - mx)
-                tot += s[j]
+                e = math.exp(s[j] - mx)
+                s[j] = e
+                tot += e
             inv = 1.0 / tot
-            acc[:] = 0.0
+            for d in range(hs):
+                acc[d] = 0.0
+            p_row, y_row = att[b, h, i], y[b, i]
             for j in range(n):  # y_i = sum_j p_ij v_j
                 p = s[j] * inv
-                att[b, h, i, j] = p
+                p_row[j] = p
                 for d in range(hs):
                     acc[d] += p * v[j, d]
-            att[b, h, i, n:] = 0.0
-            y[b, i, h * hs:(h + 1) * hs] = acc
+            for j in range(n, T):
+                p_row[j] = 0.0
+            for d in range(hs):
+                y_row[h * hs + d] = acc[d]
 
 
 @parallel
@@ -231,34 +228,40 @@ def attention_backward(qkv, att, g, dqkv, lo, hi):
     dp = np.empty(T, qkv.dtype)
     for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
-        _head(qkv, b, h * hs, hs, q, False)
-        _head(qkv, b, C + h * hs, hs, k, False)
-        _head(qkv, b, 2 * C + h * hs, hs, vt, True)
-        _head(g, b, h * hs, hs, gh, False)
-        dq[:] = 0.0
-        dk[:] = 0.0
-        dv[:] = 0.0
+        for t in range(T):
+            for d in range(hs):
+                q[t, d] = qkv[b, t, h * hs + d] * scale  # the scale folded in: dk = dS^T (q / sqrt(hs))
+                k[t, d] = qkv[b, t, C + h * hs + d] * scale
+                vt[d, t] = qkv[b, t, 2 * C + h * hs + d]
+                gh[t, d] = g[b, t, h * hs + d]
+                dq[t, d] = 0.0
+                dk[t, d] = 0.0
+                dv[t, d] = 0.0
         for i in range(T):
             n = i + 1
-            dp[:n] = 0.0
+            for j in range(n):
+                dp[j] = 0.0
             for d in range(hs):  # dP[i, j] = g_i . v_j
                 gd = gh[i, d]
                 for j in range(n):
                     dp[j] += gd * vt[d, j]
+            p_row = att[b, h, i]
             dot = 0.0
             for j in range(n):
-                dot += dp[j] * att[b, h, i, j]
+                dot += dp[j] * p_row[j]
             for j in range(n):
-                p = att[b, h, i, j]
-                ds = p * (dp[j] - dot) * scale
+                p = p_row[j]
+                ds = p * (dp[j] - dot)
                 for d in range(hs):
                     dv[j, d] += p * gh[i, d]
                     dq[i, d] += ds * k[j, d]
                     dk[j, d] += ds * q[i, d]
         for t in range(T):
-            dqkv[b, t, h * hs:(h + 1) * hs] = dq[t]
-            dqkv[b, t, C + h * hs:C + (h + 1) * hs] = dk[t]
-            dqkv[b, t, 2 * C + h * hs:2 * C + (h + 1) * hs] = dv[t]
+            row = dqkv[b, t]
+            for d in range(hs):
+                row[h * hs + d] = dq[t, d]
+                row[C + h * hs + d] = dk[t, d]
+                row[2 * C + h * hs + d] = dv[t, d]
 
 
 @parallel
