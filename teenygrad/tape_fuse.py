@@ -47,89 +47,111 @@ DOT = len(OP_NAMES)  # the next free opcode: not a Value op, only fused tapes ha
 # --- the kernels: DOT nodes, and the run-by-run interpreter with a DOT branch -----------------------------------
 
 @kernel
-def dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, lo, hi):
+def dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, contiguous, lo, hi):
     """data[i] = head + sum_k data[dot_a[k]] * data[dot_b[k]] for the DOT nodes lo <= i < hi, summed in order.
 
-    Summed in order, a DOT is a chain of adds, each waiting for the one before. So two neighbouring DOTs with
-    as many products (two neurons of a layer) are summed side by side in one loop: two independent chains,
-    which the CPU overlaps, each in its own order. (FusedTape's runs never hold a DOT that reads another.)"""
+    Two speed-ups, with the same sums. When a DOT's operands are consecutive slots (contiguous[d]: a neuron's
+    weights are, and so are its layer's inputs), the loop reads data[a0 + t] * data[b0 + t], not through
+    dot_a and dot_b. And a sum in order is a chain of adds, each waiting for the one before, so two such
+    neighbouring DOTs with as many products (two neurons of a layer) are summed side by side in one loop: two
+    independent chains, which the CPU overlaps, each in its own order. (A run never holds a DOT that reads
+    another: see FusedTape.)"""
     i = lo
     while i < hi:
-        k0 = dot_start[b[i]]
-        n = dot_start[b[i] + 1] - k0
+        d = b[i]
+        k0 = dot_start[d]
+        n = dot_start[d + 1] - k0
         s0 = data[a[i]] if arg[i] != 0.0 else -0.0  # no head: start from -0.0, which adds as an exact nothing
-        if i + 1 < hi and dot_start[b[i + 1] + 1] - dot_start[b[i + 1]] == n:
-            k1 = dot_start[b[i + 1]]
+        if not contiguous[d]:
+            for k in range(k0, k0 + n):
+                s0 = s0 + data[dot_a[k]] * data[dot_b[k]]
+            data[i] = s0
+            i += 1
+            continue
+        a0, b0 = dot_a[k0], dot_b[k0]
+        if i + 1 < hi and contiguous[b[i + 1]] and dot_start[b[i + 1] + 1] - dot_start[b[i + 1]] == n:
+            a1, b1 = dot_a[dot_start[b[i + 1]]], dot_b[dot_start[b[i + 1]]]
             s1 = data[a[i + 1]] if arg[i + 1] != 0.0 else -0.0
             for t in range(n):
-                s0 = s0 + data[dot_a[k0 + t]] * data[dot_b[k0 + t]]
-                s1 = s1 + data[dot_a[k1 + t]] * data[dot_b[k1 + t]]
+                s0 = s0 + data[a0 + t] * data[b0 + t]
+                s1 = s1 + data[a1 + t] * data[b1 + t]
             data[i], data[i + 1] = s0, s1
             i += 2
         else:
             for t in range(n):
-                s0 = s0 + data[dot_a[k0 + t]] * data[dot_b[k0 + t]]
+                s0 = s0 + data[a0 + t] * data[b0 + t]
             data[i] = s0
             i += 1
 
 
 @kernel
-def dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, lo, hi):
+def dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, contiguous, lo, hi):
     """For the DOT nodes hi > i >= lo: grad[head] += g, and each product passes g on as a MUL does, except
-    to the b side of a DOT whose grad_b[d] is 0 (its b operands are inputs or constants: no gradient needed)."""
+    to the b side of a DOT whose grad_b[d] is 0 (its b operands are inputs or constants: no gradient needed).
+    A contiguous DOT's loops run over two ranges of slots, which numba turns into vector instructions."""
     for i in range(hi - 1, lo - 1, -1):
         g = grad[i]
         d = b[i]
         if arg[i] != 0.0:
             grad[a[i]] += g
-        if grad_b[d]:
-            for k in range(dot_start[d], dot_start[d + 1]):
+        k0, k1 = dot_start[d], dot_start[d + 1]
+        if contiguous[d]:
+            a0, b0 = dot_a[k0], dot_b[k0]
+            for t in range(k1 - k0):
+                grad[a0 + t] += data[b0 + t] * g
+            if grad_b[d]:
+                for t in range(k1 - k0):
+                    grad[b0 + t] += data[a0 + t] * g
+        elif grad_b[d]:
+            for k in range(k0, k1):
                 j, m = dot_a[k], dot_b[k]
                 grad[j] += data[m] * g
                 grad[m] += data[j] * g
         else:  # half the work: a first layer's products are weight * pixel, and no one needs d loss / d pixel
-            for k in range(dot_start[d], dot_start[d + 1]):
+            for k in range(k0, k1):
                 grad[dot_a[k]] += data[dot_b[k]] * g
 
 
 @kernel
-def forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b):
+def forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b, contiguous):
     """Run by run: the runs of DOT nodes by dot_forward, the others (few, once fused) by forward_kernel.
     (Not forward_runs: handing it runs[s:s + 2] would make a new array per run, and in numba that costs more
     than the few ops left in a run.)"""
     for s in range(runs.shape[0] - 1):
         lo, hi = runs[s], runs[s + 1]
         if opcode[lo] == DOT:
-            dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, lo, hi)
+            dot_forward(a, b, arg, data, dot_start, dot_a, dot_b, grad_b, contiguous, lo, hi)
         else:
             forward_kernel(opcode, a, b, arg, data, lo, hi)
 
 
 @kernel
-def backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, n_params):
+def backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, contiguous, n_params):
     """forward_fused's runs backwards, last run first, with dot_backward and backward_kernel. The inputs' and
     constants' gradients (slots n_params to runs[0]) end at 0: the DOTs skip them, so what other ops add would
     be partial."""
     for s in range(runs.shape[0] - 2, -1, -1):
         lo, hi = runs[s], runs[s + 1]
         if opcode[lo] == DOT:
-            dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, lo, hi)
+            dot_backward(a, b, arg, data, grad, dot_start, dot_a, dot_b, grad_b, contiguous, lo, hi)
         else:
             backward_kernel(opcode, a, b, arg, data, grad, lo, hi)
     grad[n_params:runs[0]] = 0.0
 
 
 @kernel
-def fit_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, rows, n_params, lr, losses):
+def fit_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, contiguous, rows, n_params, lr,
+              losses):
     """tape.fit_kernel on a fused tape: per-example SGD over `rows` in one compiled call."""
     n = opcode.shape[0]
     for r in range(rows.shape[0]):
         for k in range(rows.shape[1]):  # set_inputs
             data[n_params + k] = rows[r, k]
-        forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b)
+        forward_fused(opcode, a, b, arg, data, runs, dot_start, dot_a, dot_b, grad_b, contiguous)
         losses[r] = data[n - 1]
         zero_and_seed(grad, 0, n - 1)
-        backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, n_params)
+        backward_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad_b, contiguous,
+                       n_params)
         sgd_kernel(data, grad, 0, n_params, lr)
 
 
@@ -138,12 +160,14 @@ def fit_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad
 class FusedTape(Tape):
     """A Tape whose multiply-add chains are DOT nodes; build one with `fuse` (or `compile(..., fuse=True)`)."""
 
-    def __init__(self, nodes, opcode, a, b, arg, n_params, n_inputs, n_leaves, data, dot_start, dot_a, dot_b, grad_b):
+    def __init__(self, nodes, opcode, a, b, arg, n_params, n_inputs, n_leaves, data, dot_start, dot_a, dot_b,
+                 grad_b, contiguous):
         super().__init__(nodes, opcode, a, b, arg, n_params, n_inputs, n_leaves)
         self.data[:] = data  # the unfused tape's values, which may have trained past the Values'
-        self.dot_start, self.dot_a, self.dot_b, self.grad_b = dot_start, dot_a, dot_b, grad_b
+        self.dot_start, self.dot_a, self.dot_b = dot_start, dot_a, dot_b
+        self.grad_b, self.contiguous = grad_b, contiguous  # per DOT: gradients to the b side? consecutive slots?
         # unsigned, as in Tape.__init__: no negative-index check per product (k, from dot_start, is unsigned too)
-        self._dots = (dot_start.view(np.uint64), dot_a.view(np.uint32), dot_b.view(np.uint32), grad_b)
+        self._dots = (dot_start.view(np.uint64), dot_a.view(np.uint32), dot_b.view(np.uint32), grad_b, contiguous)
         # a run of DOTs ends before a DOT that reads one of its run, so dot_forward may sum neighbours together
         runs = set(self.runs.tolist())
         for i in np.flatnonzero(opcode == DOT).tolist():
@@ -247,7 +271,7 @@ def fuse(tape: Tape) -> FusedTape:
     new_b = np.where(b[kept] >= 0, slot[b[kept]], -1).astype(np.int32)
     no_grad = np.zeros(len(kept), dtype=bool)  # inputs and constants: nothing needs their gradient
     no_grad[tape.n_params:lo] = True
-    dot_start, dot_a, dot_b, grad_b = [0], [], [], []
+    dot_start, dot_a, dot_b, grad_b, contiguous = [0], [], [], [], []
     for j in np.flatnonzero(np.isin(kept, list(chains))).tolist():
         head, terms = chains[int(kept[j])]
         opcode[j], new_a[j], new_b[j], arg[j] = DOT, slot[head] if head >= 0 else -1, len(grad_b), head >= 0
@@ -257,6 +281,8 @@ def fuse(tape: Tape) -> FusedTape:
         dot_b += [y for _, y in pairs]
         dot_start.append(len(dot_a))
         grad_b.append(not all(no_grad[y] for _, y in pairs))
+        contiguous.append(all(x == pairs[0][0] + k and y == pairs[0][1] + k for k, (x, y) in enumerate(pairs)))
     return FusedTape([tape.nodes[i] for i in kept.tolist()], opcode, new_a, new_b, arg, tape.n_params,
                      tape.n_inputs, lo, tape.data[kept], np.array(dot_start, dtype=np.int64),
-                     np.array(dot_a, dtype=np.int32), np.array(dot_b, dtype=np.int32), np.array(grad_b, dtype=np.uint8))
+                     np.array(dot_a, dtype=np.int32), np.array(dot_b, dtype=np.int32), np.array(grad_b, dtype=np.uint8),
+                     np.array(contiguous, dtype=np.uint8))

@@ -165,6 +165,16 @@ def test_what_is_fused_and_what_is_not():
     tape = T.compile(root, inputs=[x, y], params=[weight], fuse=True)
     assert list(tape.dot_a) == [0, 0] and list(tape.dot_b) == [1, 2] and list(tape.grad_b) == [0]
     check_against_values(tape, root, [weight], [x, y])
+    p0, p1, p2 = Value(0.2), Value(-0.6), Value(0.8)
+    root = c + p0 * p1 + p1 * p2  # operands in consecutive slots on both sides (0, 1 and 1, 2), overlapping
+    tape = T.compile(root, params=[p0, p1, p2], fuse=True)
+    assert list(tape.contiguous) == [1] and list(tape.grad_b) == [1]
+    check_against_values(tape, root, [p0, p1, p2], [])
+    p0, p1, p2 = Value(0.2), Value(-0.6), Value(0.8)  # fresh leaves: a Value leaf accumulates its grad
+    root = c + p0 * p1 + p2 * p1  # not consecutive on the b side
+    tape = T.compile(root, params=[p0, p1, p2], fuse=True)
+    assert list(tape.contiguous) == [0]
+    check_against_values(tape, root, [p0, p1, p2], [])
     yz = y * z
     with pytest.raises(ValueError, match="not on this tape"):  # fused away
         T.compile(x + yz + w * w, inputs=[x, y, z, w], fuse=True).slots([yz])
@@ -211,6 +221,7 @@ def test_fused_digits_tape_and_errors():
     # the first layer's products are weight * pixel: gradients go to the weights only
     first = tape.b[np.flatnonzero(tape.opcode == DOT)[:16]]
     assert not tape.grad_b[first].any() and tape.grad_b[tape.b[tape.opcode == DOT][16:26]].all()
+    assert tape.contiguous.all()  # a neuron's weights are consecutive slots, and so are its layer's inputs
     with pytest.raises(ValueError, match="override opcodes on the unfused tape"):
         tape.forward(overrides={"tanh": (None, None)})
     with pytest.raises(ValueError, match="expected rows of 74 input values"):
