@@ -18,6 +18,10 @@ products has gradient exactly g (each is used once, by the next):
 
     grad[head] += g;    grad[dot_a[k]] += data[dot_b[k]] * g;    grad[dot_b[k]] += data[dot_a[k]] * g
 
+A DOT whose products read consecutive slots on both sides (contiguous[d]: a neuron's weights are consecutive
+parameters, its layer's inputs consecutive slots) is run as a plain dot product of two ranges of `data`, not
+through dot_a and dot_b: see dot_forward and dot_backward.
+
 Which nodes go: an ADD one of whose operands is a MUL used nowhere else (its *term*) is a *step*. The step's
 other operand continues the chain if it is a step used nowhere else; otherwise it is the head (or, when it is
 a MUL used nowhere else, the first term). A node used twice is never fused away: its value needs a slot.
