@@ -1,6 +1,6 @@
 """Chapter 5's benchmark: training the digits MLP on Values, interpreted vs compiled to a tape.
 
-    python benchmarks/scalar_autograd.py              # about 30-60 s
+    python benchmarks/scalar_autograd.py              # a few seconds
     python benchmarks/scalar_autograd.py --quick      # smoke run
     python benchmarks/scalar_autograd.py --json out.json
 
@@ -13,7 +13,8 @@ the same examples for every method:
 Each method's first examples' losses must equal the Value graph's (to 1e-9), or the script stops.
 The issue's target: fused.fit at least 1000x the Value graph's examples per second.
 Examples per second is the best of several timed chunks, in CPU time of this thread (the machine may be
-shared: the best chunk is the least disturbed). The Value graph is timed on fewer examples: it is ~1000x slower.
+shared: the best chunk is the least disturbed). The Value graph is timed on fewer examples: it is thousands of
+times slower.
 """
 from __future__ import annotations
 
