@@ -66,6 +66,10 @@ for dt in (tg.float32, tg.float64):
         ((a @ w).relu().softmax(-1).log().sum() + (w * w).mean()).backward()
         tg.cross_entropy(a @ w, tg.Tensor([0, 1, 2])).backward()
     attempt(backward)
+    def embedding():  # an embedding lookup's backward (index_add) and gather, as in exercise 8
+        t = tg.randn(5, 3, dtype=dt).requires_grad_()
+        (t.index_select(0, tg.Tensor([0, 2, 2])).gather(1, tg.Tensor([[0], [1], [2]])).sum()).backward()
+    attempt(embedding)
     def train():  # teenygrad.nn layers and every optimizer kernel, where the package has them
         from teenygrad import nn, optim
         m = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.LayerNorm(5), nn.Dropout(0.1), nn.Linear(5, 3)).to(dt)
