@@ -177,8 +177,8 @@ class ModuleList(Module):
     def _items(self) -> Iterator[tuple[str, object]]:
         return ((str(i), m) for i, m in enumerate(self._list))
 
-    def __getitem__(self, i):
-        return type(self)(self._list[i]) if isinstance(i, slice) else self._list[i]
+    def __getitem__(self, i: int | slice) -> Module:
+        return ModuleList(self._list[i]) if isinstance(i, slice) else self._list[i]
 
     def __len__(self) -> int:
         return len(self._list)
@@ -201,10 +201,10 @@ class Sequential(ModuleList):
     def __init__(self, *modules: Module) -> None:
         super().__init__(modules)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int | slice) -> Module:
         return Sequential(*self._list[i]) if isinstance(i, slice) else self._list[i]
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         for m in self._list:
             x = m(x)
         return x
