@@ -90,6 +90,9 @@ for dt in (tg.float32, tg.float64):
             (F.layer_norm(x, w, w).sum() + F.rms_norm(x, w).sum() + F.causal_self_attention(x, 2).sum()
              + F.linear(x, tg.randn(5, 12, dtype=dt), w[:5]).sum() + F.gelu(x).sum()).backward()
         fused.PARALLEL_MIN_WORK = 1 << 16
+        q = tg.randn(2, 2, 3, 4, dtype=dt).requires_grad_()  # composed attention on head batches (exercise 9)
+        (F.causal_attention(q, q, q).transpose(1, 2).reshape(2, 3, 8).gelu().sum()
+         + F.causal_attention(q[:, :, 2:], q, q).sum()).backward()
         if dt != tg.float32:
             return
         for cfg in (GPTConfig(vocab_size=7, block_size=4, n_layer=1, n_head=2, n_embd=4),
@@ -98,6 +101,8 @@ for dt in (tg.float32, tg.float64):
             model = GPT(cfg)
             model(tg.Tensor([[1, 2, 3]]), tg.Tensor([[2, 3, 4]]))[1].backward()
             model.generate([1, 2], 3, temperature=1.0)
+            with F.unfused():  # the composed versions chapter 9 times against the fused ones
+                model(tg.Tensor([[1, 2, 3]]), tg.Tensor([[2, 3, 4]]))[1].backward()
     attempt(transformer)
 for x in (tg.arange(12).reshape(3, 4), tg.arange(12).reshape(3, 4).T):
     attempt(lambda: x + x)
