@@ -24,3 +24,8 @@ __all__ += ["tape", "value", "value_nn", "Value"]
 from teenygrad import functional, nn, optim  # noqa: E402
 
 __all__ += ["functional", "nn", "optim"]
+
+# Chapters 8 and 9: characters as tokens (teenygrad.text) and the GPT (teenygrad.gpt)
+from teenygrad import gpt, text  # noqa: E402
+
+__all__ += ["gpt", "text"]
