@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph, _topo_check, forward_backward
 from teenygrad import tape as T
@@ -36,6 +36,12 @@ def as_values(x, op, a, b):
     return leaves, nodes
 
 
+def sane(nodes) -> bool:
+    """No overflow: a product of products can reach 1e35 or inf, where a different order of the same sums (the
+    tape's) differs by more than rounding, and nan equals nothing."""
+    return all(np.isfinite(v.data) and abs(v.data) < 1e6 for v in nodes)
+
+
 graphs = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 8), st.integers(1, 60), st.floats(0.0, 0.7))
 
 
@@ -47,6 +53,7 @@ def test_reference_matches_teenygrad_values(params):
     seed, n, m, p_mul = params
     x, op, a, b = _graph(np.random.default_rng(seed), n, m, p_mul)
     leaves, nodes = as_values(x, op, a, b)
+    assume(sane(nodes))
     nodes[-1].backward()
     value, grads = forward_backward(x, op, a, b)
     assert value == pytest.approx(nodes[-1].data, rel=1e-12, abs=1e-12)
@@ -59,6 +66,7 @@ def test_reference_matches_the_tape(params):
     seed, n, m, p_mul = params
     x, op, a, b = _graph(np.random.default_rng(seed), n, m, p_mul)
     leaves, nodes = as_values(x, op, a, b)
+    assume(sane(nodes))
     tape = T.compile(nodes[-1], inputs=leaves)
     loss = tape.forward()
     tape.backward()
