@@ -13,8 +13,8 @@ the same examples for every method:
 Each method's first examples' losses must equal the Value graph's (to 1e-9), or the script stops.
 The issue's target: fused.fit at least 1000x the Value graph's examples per second.
 Examples per second is the best of several timed chunks, in CPU time of this thread (the machine may be
-shared: the best chunk is the least disturbed). The Value graph is timed on fewer examples: it is thousands of
-times slower.
+shared: the best chunk is the least disturbed). The methods take turns, round by round: a chunk of 10 examples
+on the Value graph (thousands of times slower, so it gets fewer examples), then an epoch of each tape method.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import os
 import platform
 import sys
 import time
+from typing import Iterator
 
 import numpy as np
 
@@ -45,20 +46,18 @@ def data() -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([X / 16.0, np.eye(10)[y]], axis=1), y
 
 
-def values_train(rows: np.ndarray, y: np.ndarray, chunk: int) -> tuple[list[float], list[float]]:
-    """(losses, seconds per chunk of examples), rebuilding the graph for every example."""
+def values_train(rows: np.ndarray, y: np.ndarray, chunk: int) -> Iterator[tuple[list[float], float]]:
+    """(losses, seconds) for each chunk of examples in turn, rebuilding the graph for every example."""
     model = MLP(64, SIZES, seed=SEED)
     params = model.parameters()
-    losses, times = [], []
     for start in range(0, len(rows), chunk):
-        t0 = clock()
+        losses, t0 = [], clock()
         for row, t in zip(rows[start:start + chunk], y[start:start + chunk]):
             loss = cross_entropy(model(row[:64].tolist()), int(t))
             loss.backward()
             sgd_step(params, LR)
             losses.append(loss.data)
-        times.append(clock() - t0)
-    return losses, times
+        yield losses, clock() - t0
 
 
 def compile_tape(fuse: bool = False) -> tuple[T.Tape, float]:
@@ -69,28 +68,26 @@ def compile_tape(fuse: bool = False) -> tuple[T.Tape, float]:
     return tape, clock() - t0
 
 
-def tape_train(rows: np.ndarray, epochs: int, fuse: bool) -> tuple[list[float], list[float]]:
+def tape_train(rows: np.ndarray, fuse: bool) -> Iterator[tuple[list[float], float]]:
+    """(losses, seconds) for each epoch in turn, four calls per example."""
     tape, _ = compile_tape(fuse)
-    losses, times = [], []
-    for _ in range(epochs):
-        t0 = clock()
+    while True:
+        losses, t0 = [], clock()
         for row in rows:
             tape.set_inputs(row)
             losses.append(tape.forward())
             tape.backward()
             tape.sgd_step(LR)
-        times.append(clock() - t0)
-    return losses, times
+        yield losses, clock() - t0
 
 
-def fit_train(rows: np.ndarray, epochs: int, fuse: bool) -> tuple[list[float], list[float]]:
+def fit_train(rows: np.ndarray, fuse: bool) -> Iterator[tuple[list[float], float]]:
+    """(losses, seconds) for each epoch in turn, one fit call per epoch."""
     tape, _ = compile_tape(fuse)
-    losses, times = [], []
-    for _ in range(epochs):
+    while True:
         t0 = clock()
-        losses.extend(tape.fit(rows, LR).tolist())
-        times.append(clock() - t0)
-    return losses, times
+        losses = tape.fit(rows, LR)
+        yield losses.tolist(), clock() - t0
 
 
 def main() -> None:
@@ -99,9 +96,9 @@ def main() -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--value-examples", type=int, default=None, help="examples for the Value graph (default 200)")
     args = parser.parse_args()
-    n_values = args.value_examples or (20 if args.quick else 200)
-    epochs = 2 if args.quick else 5
     chunk = 10
+    n_values = max(chunk, (args.value_examples or (20 if args.quick else 200)) // chunk * chunk)
+    rounds = n_values // chunk
 
     rows, y = data()
     tape, compile_s = compile_tape()
@@ -111,13 +108,18 @@ def main() -> None:
         t.set_inputs(rows[0]), t.forward(), t.backward(), t.sgd_step(LR)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
-    v_losses, v_times = values_train(rows[:n_values], y[:n_values], chunk)
-    runs = {}
-    for fuse in (False, True):
-        name = "fused" if fuse else "tape"
-        runs[name] = tape_train(rows, epochs, fuse)
-        runs[name + ".fit"] = fit_train(rows, epochs, fuse)
-
+    # in alternation: each round times a chunk of the Value graph's examples, then an epoch of each tape method,
+    # so a burst of load elsewhere on the machine slows all of them alike, not just whichever runs then
+    methods = {"values": values_train(rows[:n_values], y[:n_values], chunk),
+               "tape": tape_train(rows, False), "tape.fit": fit_train(rows, False),
+               "fused": tape_train(rows, True), "fused.fit": fit_train(rows, True)}
+    runs: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in methods}
+    for _ in range(rounds):
+        for k, steps in methods.items():
+            losses, seconds = next(steps)
+            runs[k][0].extend(losses)
+            runs[k][1].append(seconds)
+    v_losses, v_times = runs.pop("values")
     check = min(n_values, 20)
     for name, (losses, _) in runs.items():
         err = max(abs(a - b) for a, b in zip(losses[:n_values], v_losses))
@@ -126,17 +128,17 @@ def main() -> None:
                      f"{n_values} examples; not timing a wrong answer")
 
     n = len(rows)
-    rate = {"values": chunk / min(v_times[:-1] or v_times), **{k: n / min(times) for k, (_, times) in runs.items()}}
+    rate = {"values": chunk / min(v_times), **{k: n / min(times) for k, (_, times) in runs.items()}}
     results = {
         "model": f"64 -> {' -> '.join(map(str, SIZES))}, tanh, softmax cross-entropy, per-example SGD lr={LR}",
         "tape_slots": len(tape), "tape_ops": len(tape) - tape.n_leaves, "params": tape.n_params,
         "fused_slots": len(fused), "fused_ops": len(fused) - fused.n_leaves, "fused_products": len(fused.dot_a),
         "compile_seconds": compile_s, "fuse_compile_seconds": fuse_s, "value_examples": n_values,
-        "tape_examples": n * epochs,
+        "tape_examples": n * rounds, "rounds": rounds,
         "examples_per_second": rate,
         "speedup_vs_values": {k: rate[k] / rate["values"] for k in rate},
         "losses_checked": n_values, "first_losses": v_losses[:check],
-        "epoch_mean_loss": {"tape": [float(np.mean(runs["tape"][0][e * n:(e + 1) * n])) for e in range(epochs)]},
+        "epoch_mean_loss": {"tape": [float(np.mean(runs["tape"][0][e * n:(e + 1) * n])) for e in range(rounds)]},
         "machine": {"cpu": platform.processor() or platform.machine(), "load_average": load,
                     "python": platform.python_version()},
     }
@@ -152,7 +154,8 @@ def main() -> None:
     best = max(rate, key=rate.get)
     print(f"target (issue 5): compiled >= 1000x the Value graph per example: {best} "
           f"{rate[best] / rate['values']:,.0f}x, {'met' if rate[best] >= 1000 * rate['values'] else 'NOT met'}")
-    print("mean loss per tape epoch: " + ", ".join(f"{v:.3f}" for v in results["epoch_mean_loss"]["tape"]))
+    print("mean loss per tape epoch: " + ", ".join(f"{v:.3f}" for v in results["epoch_mean_loss"]["tape"][:5])
+          + (", ..." if rounds > 5 else ""))
     if load > 1.5:
         print(f"note: load average {load:.1f} at start; the machine is shared, figures may be low")
     if args.json:
