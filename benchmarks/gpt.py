@@ -18,11 +18,16 @@ import time
 
 import numpy as np
 
-import teenygrad as tg
-from teenygrad import functional as F
-from teenygrad import optim
-from teenygrad.datasets import load_shakespeare
-from teenygrad.gpt import GPT, GPTConfig
+try:  # before teenygrad: PyTorch's OpenMP runtime then starts with its own defaults, not teenygrad's settings
+    import torch
+except ImportError:
+    torch = None
+
+import teenygrad as tg  # noqa: E402
+from teenygrad import functional as F  # noqa: E402
+from teenygrad import optim  # noqa: E402
+from teenygrad.datasets import load_shakespeare  # noqa: E402
+from teenygrad.gpt import GPT, GPTConfig  # noqa: E402
 
 CFG = GPTConfig(vocab_size=73,  # the characters of shakespeare.txt
                  block_size=64, n_layer=4, n_head=4, n_embd=128)
@@ -59,7 +64,8 @@ def teenygrad_step():
 
 
 def torch_step():
-    import torch
+    if torch is None:
+        raise ImportError("torch")
     import torch.nn as tnn
     import torch.nn.functional as tF
 
