@@ -178,10 +178,9 @@ class GPT(nn.Module):
                 else:
                     logits, _ = self(tensor([ctx[-1:]]), caches=caches, start=fed)
                     fed += 1
-            else:  # no cache, or the context is full: run the last block_size tokens again
-                caches = None if not use_cache else [[None, None] for _ in self.blocks]
-                window = ctx[-self.cfg.block_size:]
-                logits, _ = self(tensor([window]), caches=caches, start=0)
+            else:  # no cache, or the context is full (every position shifts: nothing cached still holds):
+                window = ctx[-self.cfg.block_size:]  # run the last block_size tokens again, fused
+                logits, _ = self(tensor([window]))
                 fed = len(window) if use_cache else 0
             nxt = sample(logits[0, -1], temperature, rng)
             ctx.append(nxt)
