@@ -18,7 +18,7 @@ from teenygrad.kernels import fused
 from teenygrad.tensor import Tensor, ones, rand, zeros
 
 __all__ = ["linear", "embedding", "layer_norm", "rms_norm", "dropout", "causal_attention", "causal_self_attention",
-           "cross_entropy", "gelu", "layer_norm_unfused", "rms_norm_unfused"]
+           "cached_attention", "cross_entropy", "gelu", "layer_norm_unfused", "rms_norm_unfused"]
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -220,6 +220,21 @@ def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
         fused.attention_forward(*args, 0, B * n_head)
     if qkv_in._requires_grad and autograd.grad_enabled:
         autograd.record("attention", y, (qkv_in,), qkv=qkv.detach(), att=att)
+    return y
+
+
+def cached_attention(qkv: Tensor, k_cache: np.ndarray, v_cache: np.ndarray, start: int, n_head: int) -> Tensor:
+    """Causal self-attention of T new positions start..start+T-1 against a KV cache, for generation (no
+    gradient): qkv (B, T, 3C) -> (B, T, C). The new keys and values are written into k_cache, v_cache
+    (B, n_head, block_size, hs) at their positions; each query sees the positions up to its own."""
+    if qkv._requires_grad and autograd.grad_enabled:
+        raise RuntimeError("cached_attention: generation only; run it under teenygrad.no_grad()")
+    B, T, C3 = qkv.shape
+    if start + T > k_cache.shape[2]:
+        raise ValueError(f"cached_attention: positions up to {start + T} but the cache holds {k_cache.shape[2]}")
+    qkv = dispatch.contiguous(qkv, np.dtype(np.float32)) if not qkv.is_contiguous() or qkv.dtype != np.float32 else qkv
+    y = dispatch._new((B, T, C3 // 3), qkv.dtype)
+    fused.attention_cached(dispatch._array(qkv), k_cache, v_cache, start, n_head, dispatch._array(y))
     return y
 
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from teenygrad import functional as F
 from teenygrad import nn
-from teenygrad.autograd import no_grad
-from teenygrad.tensor import Tensor, arange, cat, tensor
+from teenygrad.autograd import is_grad_enabled, no_grad
+from teenygrad.tensor import Tensor, arange, tensor
 
 
 @dataclass
@@ -66,27 +66,23 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, cache: list | None = None) -> Tensor:
-        B, T, C = x.shape
+    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
         qkv = self.qkv(x)                                              # (B, T, 3C)
         if cache is None:
             y = F.causal_self_attention(qkv, self.n_head)              # (B, T, C), one fused kernel
         else:
-            y = self._cached(qkv, cache)
+            y = F.cached_attention(qkv, cache.k, cache.v, cache.length, self.n_head)  # (B, T, C)
         return self.drop(self.proj(y))
 
-    def _cached(self, qkv: Tensor, cache: list) -> Tensor:
-        """Attention for T new positions given the keys and values of the earlier ones in `cache`
-        ([k, v], each (B, nh, T_past, hs), or [None, None]); appends the new ones to it."""
-        B, T, C3 = qkv.shape
-        nh, hs = self.n_head, C3 // 3 // self.n_head
-        q, k, v = (qkv[:, :, i * nh * hs:(i + 1) * nh * hs].reshape(B, T, nh, hs).transpose(1, 2)
-                   for i in range(3))                                  # each (B, nh, T, hs)
-        if cache[0] is not None:
-            k, v = cat([cache[0], k], axis=2), cat([cache[1], v], axis=2)  # (B, nh, T_past + T, hs)
-        cache[0], cache[1] = k, v
-        y = F.causal_attention(q, k, v)                                # (B, nh, T, hs)
-        return y.transpose(1, 2).reshape(B, T, nh * hs)
+
+class KVCache:
+    """One block's keys and values of the positions generated so far: k, v (B, nh, block_size, hs),
+    filled up to `length`. The model writes the new positions' keys and values into it as it goes."""
+
+    def __init__(self, cfg: GPTConfig, batch: int = 1) -> None:
+        shape = (batch, cfg.n_head, cfg.block_size, cfg.n_embd // cfg.n_head)
+        self.k, self.v = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+        self.length = 0
 
 
 class MLP(nn.Module):
@@ -111,7 +107,7 @@ class Block(nn.Module):
         self.norm1, self.attn = Norm(cfg), CausalSelfAttention(cfg)
         self.norm2, self.mlp = Norm(cfg), MLP(cfg)
 
-    def forward(self, x: Tensor, cache: list | None = None) -> Tensor:
+    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
         x = x + self.attn(self.norm1(x), cache)
         return x + self.mlp(self.norm2(x))
 
@@ -141,14 +137,19 @@ class GPT(nn.Module):
     def forward(self, idx: Tensor, targets: Tensor | None = None, caches: list | None = None,
                 start: int = 0) -> tuple[Tensor, Tensor | None]:
         """idx (B, T) int64 -> (logits (B, T, vocab), mean cross-entropy against targets (B, T) or None).
-        With `caches` (one [k, v] per block), idx holds the tokens after the first `start` ones."""
+        With `caches` (one KVCache per block, under no_grad), idx holds the tokens after the first `start`."""
         B, T = idx.shape
         if start + T > self.cfg.block_size:
             raise ValueError(f"GPT: {start + T} positions but block_size is {self.cfg.block_size}")
         x = self.wte(idx) + self.wpe(arange(start, start + T))        # (B, T, C)
         x = self.drop(x)
+        if caches is not None and (start != caches[0].length or is_grad_enabled()):
+            raise ValueError("GPT: a KV cache is for generation: call under no_grad(), with start = cache.length")
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])
+        if caches is not None:
+            for cache in caches:
+                cache.length += T
         x = self.norm(x)
         logits = F.linear(x, self.wte.weight if self.head is None else self.head.weight)  # (B, T, vocab)
         if targets is None:
@@ -171,7 +172,7 @@ class GPT(nn.Module):
         for _ in range(max_new_tokens):
             if use_cache and fed + 1 <= self.cfg.block_size:
                 if caches is None:
-                    caches = [[None, None] for _ in self.blocks]
+                    caches = [KVCache(self.cfg) for _ in self.blocks]
                     new = ctx[-self.cfg.block_size:]
                     logits, _ = self(tensor([new]), caches=caches, start=0)
                     fed = len(new)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import teenygrad as tg
 from teenygrad import functional as F
-from teenygrad.gpt import GPT, GPTConfig
+from teenygrad.gpt import GPT, GPTConfig, KVCache
 from teenygrad.kernels import fused
 from teenygrad.value_gpt import ValueGPT
 
@@ -153,15 +153,28 @@ def test_kv_cache_generates_the_same_tokens(temperature, prompt_len):
     assert a == b and len(a) == 20
 
 
-def test_cached_logits_equal_full_forward():
+@pytest.mark.parametrize("split", [1, 4, 6])
+def test_cached_logits_equal_full_forward(split):
     tg.manual_seed(1)
     model = GPT(small())
-    seq = tg.tensor([[1, 4, 2, 7, 3, 9]])
+    seq = tg.tensor([[1, 4, 2, 7, 3, 9, 0, 5]])
     full, _ = model(seq)
-    caches = [[None, None] for _ in model.blocks]
-    first, _ = model(seq[:, :4], caches=caches)
-    rest, _ = model(seq[:, 4:], caches=caches, start=4)
-    np.testing.assert_allclose(np.concatenate([first.numpy(), rest.numpy()], 1), full.numpy(), rtol=1e-5, atol=1e-6)
+    caches = [KVCache(model.cfg) for _ in model.blocks]
+    with tg.no_grad():
+        parts = [model(seq[:, :split], caches=caches)[0]]
+        for t in range(split, 8):  # then one token at a time, as generate does
+            parts.append(model(seq[:, t:t + 1], caches=caches, start=t)[0])
+    np.testing.assert_allclose(np.concatenate([p.numpy() for p in parts], 1), full.numpy(), rtol=1e-4, atol=1e-5)
+    assert all(c.length == 8 for c in caches)
+
+
+def test_kv_cache_misuse_is_refused():
+    model = GPT(small())
+    caches = [KVCache(model.cfg) for _ in model.blocks]
+    with pytest.raises(ValueError, match="no_grad"):
+        model(tg.tensor([[1, 2]]), caches=caches)            # recording a graph
+    with tg.no_grad(), pytest.raises(ValueError, match="start"):
+        model(tg.tensor([[1, 2]]), caches=caches, start=3)   # not where the cache ends
 
 
 def test_saved_and_reloaded_model_gives_identical_outputs(tmp_path):

@@ -326,3 +326,44 @@ def gelu32_backward_parallel(x, g, out):
     n = x.size
     for k in prange(CHUNKS):
         gelu32_backward(x, g, out, k * n // CHUNKS, (k + 1) * n // CHUNKS)
+
+
+# ---- attention against a KV cache (generation) ------------------------------------------------------------
+
+@fast
+def attention_cached(qkv, kc, vc, start, nh, y):
+    """T new positions start..start+T-1: qkv (B, T, 3C) -> y (B, T, C). Their keys and values are first
+    written into the caches kc, vc (B, nh, block_size, hs) at those positions; then the query of position
+    p attends to the cached keys and values of positions 0..p. No probabilities are kept: no backward."""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    hs = C // nh
+    scale = 1.0 / math.sqrt(hs)
+    s = np.empty(start + T, qkv.dtype)
+    for b in range(B):
+        for h in range(nh):
+            for t in range(T):
+                for d in range(hs):
+                    kc[b, h, start + t, d] = qkv[b, t, C + h * hs + d]
+                    vc[b, h, start + t, d] = qkv[b, t, 2 * C + h * hs + d]
+            keys, values = kc[b, h], vc[b, h]
+            for t in range(T):
+                n = start + t + 1  # positions 0..start+t are visible
+                y_row = y[b, t]
+                mx = -np.inf
+                for j in range(n):
+                    acc = 0.0
+                    for d in range(hs):
+                        acc += qkv[b, t, h * hs + d] * keys[j, d]
+                    s[j] = acc * scale
+                    mx = max(mx, s[j])
+                tot = 0.0
+                for j in range(n):
+                    s[j] = math.exp(s[j] - mx)
+                    tot += s[j]
+                for d in range(hs):
+                    y_row[h * hs + d] = 0.0
+                for j in range(n):
+                    p = s[j] / tot
+                    for d in range(hs):
+                        y_row[h * hs + d] += p * values[j, d]
