@@ -10,18 +10,12 @@ import re
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, book_figures
 
 HTML = REPO / "book" / "_build" / "html"
 EXECUTED = REPO / "book" / "_build" / "jupyter_execute"
 CHAPTERS = sorted(p.stem for p in (REPO / "chapters").glob("*.ipynb"))
 EXERCISES = sorted(p.stem for p in (REPO / "exercises").glob("*.ipynb"))
-
-
-def glued(chapter: str) -> dict[str, float]:
-    """The figures a chapter glued into its text, from the executed notebook of the build."""
-    data = json.loads((EXECUTED / "chapters" / f"{chapter}.glue.json").read_text())
-    return {name: float(out["data"]["text/plain"]) for name, out in data.items()}
 
 
 def test_book_builds_without_warnings(book_build):
@@ -63,7 +57,7 @@ def test_chapter1_figures(book_build):
     """The figures chapter 1 states: test RMSE and R^2 of each model (80/20 split, seed 0)."""
     from test_chapter1_pieces import _recomputed_figures
 
-    fig = glued("01-regression")
+    fig = book_figures("01-regression")
     assert fig["ch1_test_rmse_all"] == pytest.approx(15_150, rel=0.02)  # "about 15,000 dollars"
     assert fig["ch1_test_r2_all"] == pytest.approx(0.734, abs=0.02)  # "about three quarters"
     assert fig["ch1_test_rmse_lotsize"] == pytest.approx(22_600, rel=0.02)

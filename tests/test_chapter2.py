@@ -2,7 +2,6 @@
 against the judge (and plausible wrong answers against it), the chapter's structure and the figures it states."""
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ from autograder.judges.tensors import (ERROR, PARTS, VIEWS, _add_on_views, _broa
                                        _offset_of, _permute_view)
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.kernels.layout import contiguous_strides as teenygrad_strides
+
+from conftest import book_figures
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "02-tensors.ipynb"
@@ -287,9 +288,7 @@ def test_figures_stated_in_the_prose():
 
 def test_chapter_figures_from_the_build(book_build):
     """The figures the chapter glued into its text, read back from the book build's executed notebook."""
-    glue_file = REPO / "book" / "_build" / "jupyter_execute" / "chapters" / "02-tensors.glue.json"
-    data = json.loads(glue_file.read_text())
-    fig = {name: float(out["data"]["text/plain"]) for name, out in data.items()}
+    fig = book_figures("02-tensors")
     per_number, ratio = _nested_list_memory()
     assert fig["ch2_nested_bytes_per_number"] == pytest.approx(per_number, rel=1e-9)
     assert fig["ch2_nested_memory_ratio"] == pytest.approx(ratio, rel=1e-9)

@@ -15,7 +15,7 @@ from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph
 from teenygrad import tape as T
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.value import Value, topological_order
-from conftest import notebook_namespace, replacing, run_hidden, solution_cells
+from conftest import executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -195,16 +195,7 @@ def test_chapter_names_its_benchmark_and_glues_its_figures():
 @pytest.fixture(scope="module")
 def chapter_figures() -> dict[str, float]:
     """Run the chapter in a fresh kernel (about a minute) and collect what it glued."""
-    from nbclient import NotebookClient
-    nb = nbformat.read(CHAPTER, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
-    figures = {}
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name:
-                figures[name] = float(out["data"]["application/papermill.record/text/plain"])
-    return figures
+    return executed_figures(nbformat.read(CHAPTER, as_version=4), CHAPTER.parent)
 
 
 def test_chapter_figures(chapter_figures):

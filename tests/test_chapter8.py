@@ -135,7 +135,7 @@ def test_sample_from_a_counting_model():
 from autograder.judges.language_models import (PARTS, SAMPLE_TOL, TRAIN_ARGS, TRAIN_TARGET,  # noqa: E402
                                                cumulative, train_reference)
 from teenygrad.grading import GRADING_DIR_ENV  # noqa: E402
-from conftest import notebook_namespace, replacing, run_hidden, solution_cells  # noqa: E402
+from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells  # noqa: E402
 
 SOLUTIONS = REPO / "solutions" / "08-language-models.ipynb"
 POINTS = {"bigram_counts": 1, "smoothed_nll": 1, "embedding_backward": 2, "sample_with_temperature": 2}
@@ -393,10 +393,7 @@ def test_mlp_shortened(data):
 
 def test_chapter_figures_from_the_build(book_build, data):
     """The full chapter as the book build ran it: its glued figures, read back from the executed notebook."""
-    import json
-
-    glue_file = REPO / "book" / "_build" / "jupyter_execute" / "chapters" / "08-language-models.glue.json"
-    fig = {name: float(out["data"]["text/plain"]) for name, out in json.loads(glue_file.read_text()).items()}
+    fig = book_figures("08-language-models")
     assert set(fig) == GLUED
     for name, (X, Y) in zip(["ch8_bigram_train_loss", "ch8_bigram_dev_loss", "ch8_bigram_test_loss"], data[1]):
         assert fig[name] == pytest.approx(_smoothed_nll(data["N"], X, Y, 1.0), abs=1e-4), name

@@ -3,7 +3,6 @@ solutions notebook against the judge, plausible mistakes rejected, and the chapt
 shortened run here; the full run's figures from the book build)."""
 from __future__ import annotations
 
-import json
 import re
 
 import nbformat
@@ -16,7 +15,7 @@ from autograder.judges.gpt import (BLOCK_KEYS, PARTS, TRAIN_HIGH, TRAIN_STEPS, _
 from teenygrad import functional as F
 from teenygrad.gpt import GPT, GPTConfig
 from teenygrad.grading import GRADING_DIR_ENV
-from conftest import REPO, notebook_namespace, replacing, run_hidden, solution_cells
+from conftest import REPO, book_figures, executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 CHAPTER = REPO / "chapters" / "09-gpt.ipynb"
 SOLUTIONS = REPO / "solutions" / "09-gpt.ipynb"
@@ -200,20 +199,12 @@ SHORT = {"BATCH, CONTEXT, STEPS = 12, 64, 2000": "BATCH, CONTEXT, STEPS = 12, 64
 def short_run() -> dict[str, float]:
     """The whole chapter in a fresh kernel with the two trainings shortened (150 Shakespeare steps, 300 names):
     it runs top to bottom, and glues its figures. The full run is the book build's (test_full_run_figures)."""
-    from nbclient import NotebookClient
     nb = nbformat.read(CHAPTER, as_version=4)
     for old, new in SHORT.items():
         cells = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
         assert len(cells) == 1, old
         cells[0].source = cells[0].source.replace(old, new)
-    NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
-    figures = {}
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name:
-                figures[name] = float(out["data"]["application/papermill.record/text/plain"])
-    return figures
+    return executed_figures(nb, CHAPTER.parent, timeout=1800)
 
 
 def test_short_run_figures(short_run):
@@ -230,8 +221,7 @@ def test_short_run_figures(short_run):
 def test_full_run_figures(book_build):
     """The figures of the full run, as the book build measured them: the stated 1.9 bound on the validation
     loss, and the held-out loss of the names GPT."""
-    data = json.loads((REPO / "book" / "_build" / "jupyter_execute" / "chapters" / "09-gpt.glue.json").read_text())
-    fig = {name: float(out["data"]["text/plain"]) for name, out in data.items()}
+    fig = book_figures("09-gpt")
     assert fig["ch9_names_params"] == 4192
     assert fig["ch9_names_test_loss"] == pytest.approx(FULL_NAMES_LOSS, abs=0.02)
     assert fig["ch9_shakespeare_val_loss"] <= 1.9
