@@ -219,12 +219,13 @@ def _array(x: Tensor) -> np.ndarray:
 
 
 def _matrix(x: Tensor) -> np.ndarray:
-    """numpy view of a 2-D tensor with its own strides (transposed, sliced, expanded): no copy. The
-    matmul kernels pack their operands into blocks anyway, so they can read any layout; a tensor with a
-    negative stride is copied first, as numpy views must start at their lowest address here."""
+    """numpy view of a 2-D tensor with its own strides (transposed, sliced, expanded): no copy. teenygrad's
+    matmul kernels pack their operands into blocks anyway, so they can read any layout. A kernel swapped in
+    with `kernels.use(matmul=...)` gets contiguous arrays, as documented; so does a tensor with a negative
+    stride (numpy views must start at their lowest address here)."""
     if x.is_contiguous():
         return _array(x)
-    if min(x.strides) < 0:
+    if min(x.strides) < 0 or KERNELS["matmul"] is not DEFAULTS["matmul"]:
         return _array(contiguous(x))
     item = x._buf.itemsize
     return np.ndarray(x.shape, x.dtype, buffer=x._buf, offset=x.offset * item, strides=[s * item for s in x.strides])

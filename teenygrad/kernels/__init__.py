@@ -36,6 +36,8 @@ Matrix multiply, on contiguous numpy arrays of one float dtype, `out` preallocat
     matmul(a, b, out)            a: (M, K), b: (K, N), out: (M, N)        (see `matmul.py`)
     matmul_batched(a, b, out)    a: (B, M, K), b: (B, K, N), out: (B, M, N)
         out is overwritten with the product (zeros when K == 0).
+        (teenygrad's own `matmul` is also handed transposed or sliced operands as strided views, which its
+        packing reads in place; a kernel you swap in always gets contiguous arrays.)
 Movement (see `movement.py`):
     copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)     dst(i) = src(i)
     gather(x, idx, out, outer, n_src, n_idx, inner)                           out[o,k,i] = x[o,idx[o,k,i],i]
