@@ -21,6 +21,7 @@ from teenygrad import functional as F
 from teenygrad import nn
 from teenygrad.autograd import is_grad_enabled, no_grad
 from teenygrad.tensor import Tensor, arange, tensor
+from teenygrad.text import draw
 
 
 @dataclass
@@ -196,5 +197,4 @@ def sample(logits: Tensor, temperature: float, rng: np.random.Generator) -> int:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if temperature == 0:
         return int(logits.argmax().item())
-    p = (logits * (1.0 / temperature)).softmax(-1).numpy().astype(np.float64)
-    return int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right").clip(0, p.size - 1))
+    return int(draw(logits.reshape(1, -1), [rng.random()], temperature).item())  # chapter 8's inverse CDF
