@@ -298,8 +298,11 @@ K = np.float32(0.7978845608028654)  # sqrt(2 / pi)
 
 @fast
 def gelu32_forward(x, out, lo, hi):
-    """out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) on elements lo..hi."""
-    for i in range(lo, hi):
+    """out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) on elements lo..hi.
+    (The loop runs over slices from 0: with x[i] for i in lo..hi the compiler must allow for negative
+    indices, keeps numpy's wraparound check per element and does not vectorise; 5x slower measured.)"""
+    x, out = x[lo:hi], out[lo:hi]
+    for i in range(x.size):
         v = x[i]
         out[i] = np.float32(0.5) * v * (np.float32(1.0) + tanh32(K * (v + np.float32(0.044715) * v * v * v)))
 
@@ -314,7 +317,8 @@ def gelu32_forward_parallel(x, out):
 @fast
 def gelu32_backward(x, g, out, lo, hi):
     """out = g * gelu'(x) = g (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))."""
-    for i in range(lo, hi):
+    x, g, out = x[lo:hi], g[lo:hi], out[lo:hi]  # slices from 0: vectorises (see gelu32_forward)
+    for i in range(x.size):
         v = x[i]
         t = tanh32(K * (v + np.float32(0.044715) * v * v * v))
         out[i] = g[i] * (np.float32(0.5) * (np.float32(1.0) + t) + np.float32(0.5) * v * (np.float32(1.0) - t * t)
