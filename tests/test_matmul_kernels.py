@@ -63,13 +63,32 @@ def test_fixed_shapes(name, shape, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["blocked", "tiled", "parallel", "default"])
 def test_across_blocks(name, dtype):
-    """Shapes that cross every cache block (MC, KC, BLOCK_*), so partial blocks and the accumulate path run."""
+    """Shapes that cross every cache block (KC, NC, BLOCK_*), so partial blocks and the accumulate path run;
+    the parallel kernel splits the first by columns (M < N), the second by rows, both with partial tiles."""
     fn = mm.matmul if name == "default" else mm.KERNELS[name]
-    M = max(mm.MC, mm.BLOCK_I) + mm.MR + 1
+    M = max(mm.BLOCK_I, 4 * mm.MR) + mm.MR + 1
     K = max(mm.KC, mm.BLOCK_K) + 3
-    N = max(mm.BLOCK_J, 2 * mm.NR) + 5
-    a, b = operands(np.random.default_rng(1), M, K, N, dtype)
-    check(run(fn, a, b), a, b)
+    N = max(mm.BLOCK_J, mm.NC, 2 * mm.NR) + 5
+    rng = np.random.default_rng(1)
+    for shape in [(M, K, N), (N, K, M)]:
+        a, b = operands(rng, *shape, dtype)
+        check(run(fn, a, b), a, b)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=dims, K=dims, N=dims, dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1),
+       a_t=st.booleans(), b_t=st.booleans(), step=st.sampled_from([1, 2]))
+def test_fast_kernels_read_strided_operands(M, K, N, dtype, seed, a_t, b_t, step):
+    """teenygrad hands its own kernels views (W^T in a linear layer, g^T in its backward, slices): the
+    tiled, parallel and default kernels must read any non-negative strides."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((K, M * step) if a_t else (M, K * step)).astype(dtype)
+    b = rng.standard_normal((N, K * step) if b_t else (K, N * step)).astype(dtype)
+    a = a.T[::step] if a_t else a[:, ::step]
+    b = b.T[::step] if b_t else b[:, ::step]
+    assert a.shape == (M, K) and b.shape == (K, N)
+    for fn in [mm.matmul_tiled, mm.matmul_parallel, mm.matmul]:
+        check(run(fn, a, b), np.ascontiguousarray(a), np.ascontiguousarray(b))
 
 
 def test_k_zero_gives_zeros():

@@ -6,15 +6,17 @@ Every kernel has the same calling convention, which the rest of teenygrad relies
 
 `a` is (M, K), `b` is (K, N), `out` is (M, N) and preallocated; all three are C-contiguous numpy arrays of
 the same float dtype (float32 or float64). The kernel overwrites `out` with `a @ b` (zeros when K == 0).
+(`matmul_tiled`, `matmul_parallel` and `matmul` also accept `a` and `b` with any non-negative strides, so
+teenygrad hands them transposed views, such as a linear layer's W^T, without copying.)
 
 The steps, slowest to fastest (`KERNELS` lists them in this order):
 
 1. `matmul_naive`      the textbook i-j-k triple loop: one dot product per output element.
 2. `matmul_reordered`  i-k-j order: the inner loop streams contiguous rows of `b` and `out`.
 3. `matmul_blocked`    cache blocking: work on tiles of A, B and C that stay in the L1/L2 caches.
-4. `matmul_tiled`      register tiling: pack A and B into panels and let a micro-kernel keep an
-                       MR x NR block of C in vector registers for the whole K loop.
-5. `matmul_parallel`   the tiled kernel on every core, each thread owning different rows of C.
+4. `matmul_tiled`      register tiling: pack B into panels and let a micro-kernel keep an MR x NR
+                       block of C in vector registers for the whole K loop.
+5. `matmul_parallel`   the tiled kernel on every core, each thread owning a different block of C.
 
 `matmul(a, b, out)` is the default (the fastest step, with a serial path for small products, where
 starting threads costs more than it saves) and `matmul_batched(a, b, out)` multiplies stacks of
@@ -49,9 +51,9 @@ NR = 32
 KC = 512    # depth of a packed panel. Each micro-kernel call costs ~60 ns of fixed overhead (setup, write
             # back of C), so deep panels amortise it, and C is read and written only K/KC times. The
             # KC x NR micro-panel of B (64 KiB float32) then lives in L2 rather than L1: Zen 4's L2
-            # feeds 64 bytes per cycle, enough for the 2 loads per 12 FMAs the micro-kernel needs.
-MC = 96     # rows of A packed at a time: the MC x KC block of A (192 KiB float32) stays in L2
-NC = 4096   # columns of B packed at a time: the KC x NC block of B (8 MiB float32) stays in L3
+            # feeds 64 bytes per cycle, enough for the 2 loads per 12 FMAs the micro-kernel needs; the
+            # MR x KC block of A it meets (12 KiB) stays in L1.
+NC = 1024   # columns of B packed at a time: the KC x NC block of B (2 MiB float32), in L2 and L3
 
 # Up to this many multiply-adds (M*N*K), threads cost as much as they save: `matmul` stays serial.
 # (Measured: at 64^3 serial and parallel tie, at 128^3 parallel is ~1.5x faster. On a machine busy with
@@ -180,39 +182,25 @@ def matmul_blocked(a, b, out):
 
 
 # ---------------------------------------------------------------------------------------------------
-# 4. Register tiling: packing + micro-kernel
+# 4. Register tiling: a packed B and a micro-kernel
 # ---------------------------------------------------------------------------------------------------
 @kernel
-def _pack_a(a, i0, mc, p0, kc, ap):
-    """Copy the block a[i0:i0+mc, p0:p0+kc] into `ap` as MR-row panels.
-
-    Panel r holds rows i0+r*MR .. i0+r*MR+MR-1, stored column by column: ap[r*MR*kc + p*MR + i] =
-    a[i0 + r*MR + i, p0 + p]. The micro-kernel then reads the MR values it needs at step p from MR
-    consecutive addresses. Rows past the end of A are filled with zeros, so the micro-kernel never needs
-    a special case for a partial panel.
-    """
-    for r in range((mc + MR - 1) // MR):
-        base = r * MR * kc
-        rows = min(MR, mc - r * MR)
-        for i in range(rows):
-            src = i0 + r * MR + i
-            for p in range(kc):
-                ap[base + p * MR + i] = a[src, p0 + p]
-        for i in range(rows, MR):
-            for p in range(kc):
-                ap[base + p * MR + i] = 0
-
-
-@kernel
 def _pack_b_panel(b, p0, kc, j0, n, bp, base):
-    """Copy b[p0:p0+kc, j0:j0+n] (n <= NR) into bp[base:] as a KC x NR panel, zero-padded to NR columns."""
-    for p in range(kc):
-        src = b[p0 + p, j0:j0 + n]
-        dst = bp[base + p * NR:base + (p + 1) * NR]
+    """Copy b[p0:p0+kc, j0:j0+n] (n <= NR) into bp[base:] as a kc x NR panel, zero-padded to NR columns:
+    bp[base + p*NR + j] = b[p0 + p, j0 + j]. The loops follow b's layout, so the reads are in memory order
+    whether b is a plain matrix or a transposed view (W^T in a linear layer)."""
+    panel = bp[base:base + kc * NR]
+    if b.strides[0] >= b.strides[1]:  # rows of b contiguous (or nearly): read along rows
+        for p in range(kc):
+            for j in range(n):
+                panel[p * NR + j] = b[p0 + p, j0 + j]
+    else:  # columns contiguous (a transposed view): read along columns
         for j in range(n):
-            dst[j] = src[j]
+            for p in range(kc):
+                panel[p * NR + j] = b[p0 + p, j0 + j]
+    for p in range(kc):
         for j in range(n, NR):
-            dst[j] = 0
+            panel[p * NR + j] = 0
 
 
 @kernel
@@ -220,13 +208,6 @@ def _pack_b(b, p0, kc, j0, nc, bp):
     """Copy the block b[p0:p0+kc, j0:j0+nc] into `bp` as NR-column panels (row p of panel s is NR
     consecutive elements: bp[s*NR*kc + p*NR + j] = b[p0 + p, j0 + s*NR + j])."""
     for s in range((nc + NR - 1) // NR):
-        _pack_b_panel(b, p0, kc, j0 + s * NR, min(NR, nc - s * NR), bp, s * NR * kc)
-
-
-@kernel
-def _pack_b_parallel(b, p0, kc, j0, nc, bp):
-    """`_pack_b` with the panels shared among threads (each panel is written by exactly one thread)."""
-    for s in prange((nc + NR - 1) // NR):
         _pack_b_panel(b, p0, kc, j0 + s * NR, min(NR, nc - s * NR), bp, s * NR * kc)
 
 
@@ -242,36 +223,37 @@ def _store_row(out_row, nr, acc, accumulate):
 
 
 @kernel(fastmath=True)
-def _micro_kernel(ap, a0, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
-    """The register-tiled heart: C[i0:i0+MR, j0:j0+NR] (+)= a_panel @ b_panel, over the full depth kc.
+def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
+    """The register-tiled heart: C[i0:i0+MR, j0:j0+NR] (+)= a_rows @ b_panel, over the full depth kc.
 
-    `a_panel = ap[a0:]` is a packed kc x MR panel of A (a_panel[p*MR + i] = A[i0 + i, p]) and
-    `b_panel = bp[b0:]` a packed kc x NR panel of B (b_panel[p*NR + j] = B[p, j0 + j]). Slicing them to
-    start at index 0 lets the compiler see every index below is non-negative and skip numpy's
-    negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous loads become slow gathers.
+    `a_rows` is an MR x kc block of A, read where it lies (any strides: six rows of A, or six neighbouring
+    columns of a transposed A); `b_panel = bp[b0:]` is a packed kc x NR panel of B (b_panel[p*NR + j] =
+    B[p, j0 + j]). Slicing it to start at index 0 lets the compiler see every index below is non-negative
+    and skip numpy's negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous loads become slow
+    gathers.
 
     The MR x NR block of C is held in six accumulator rows c0..c5 (MR = 6 is written out by hand), each
     NR = 32 wide, on the stack, so LLVM promotes them to vector registers: 12 zmm registers of 16
     float32. At each step p of the depth loop we load NR values of the packed B panel (contiguous: two
-    vector loads), broadcast six values of the packed A panel, and do 6 x NR multiply-adds (12 FMA
-    instructions). Nothing is written to memory until the loop ends, and every load is reused MR or NR
-    times, so the kernel runs close to the FMA units' peak instead of the memory system's (measured
-    ~105 GFLOPS on one Zen 4 core, float32). With float64 the same code holds 24 zmm registers of 8.
+    vector loads), broadcast six values of A, and do 6 x NR multiply-adds (12 FMA instructions). Nothing
+    is written to memory until the loop ends, and every load is reused MR or NR times, so the kernel runs
+    close to the FMA units' peak instead of the memory system's (measured ~105 GFLOPS on one Zen 4 core,
+    float32). With float64 the same code holds 24 zmm registers of 8.
     (MR is tied to this code: changing it means adding or removing accumulator rows.)
 
     fastmath=True lets LLVM fuse each multiply and add into one FMA instruction (rounded once instead of
     twice) and reorder freely; results differ from numpy in the last bits only.
-    Edges: the packed panels are zero-padded, so the full MR x NR block is always computed; only the
+    Edges: the packed B panel is zero-padded, so the full MR x NR block is always computed; only the
     valid `mr` x `nr` corner is written back.
     """
-    a_panel = ap[a0:a0 + kc * MR]
     b_panel = bp[b0:b0 + kc * NR]
-    c0 = local_array(NR, a_panel.dtype)
-    c1 = local_array(NR, a_panel.dtype)
-    c2 = local_array(NR, a_panel.dtype)
-    c3 = local_array(NR, a_panel.dtype)
-    c4 = local_array(NR, a_panel.dtype)
-    c5 = local_array(NR, a_panel.dtype)
+    a0, a1, a2, a3, a4, a5 = a_rows[0], a_rows[1], a_rows[2], a_rows[3], a_rows[4], a_rows[5]
+    c0 = local_array(NR, bp.dtype)
+    c1 = local_array(NR, bp.dtype)
+    c2 = local_array(NR, bp.dtype)
+    c3 = local_array(NR, bp.dtype)
+    c4 = local_array(NR, bp.dtype)
+    c5 = local_array(NR, bp.dtype)
     for j in range(NR):
         c0[j] = 0
         c1[j] = 0
@@ -280,12 +262,7 @@ def _micro_kernel(ap, a0, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
         c4[j] = 0
         c5[j] = 0
     for p in range(kc):
-        x0 = a_panel[p * MR]
-        x1 = a_panel[p * MR + 1]
-        x2 = a_panel[p * MR + 2]
-        x3 = a_panel[p * MR + 3]
-        x4 = a_panel[p * MR + 4]
-        x5 = a_panel[p * MR + 5]
+        x0, x1, x2, x3, x4, x5 = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
         for j in range(NR):
             y = b_panel[p * NR + j]
             c0[j] += x0 * y
@@ -308,19 +285,6 @@ def _micro_kernel(ap, a0, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
 
 
 @kernel
-def _macro_kernel(ap, bp, mc, nc, kc, out, i0, j0, accumulate):
-    """out[i0:i0+mc, j0:j0+nc] (+)= packed A block @ packed B block, one MR x NR micro-tile at a time.
-
-    The loop over B panels is outside the loop over A panels, so one KC x NR panel of B stays in L1 while
-    the micro-kernel sweeps down all the A panels (both come from L2)."""
-    for jr in range(0, nc, NR):
-        nr = min(NR, nc - jr)
-        for ir in range(0, mc, MR):
-            mr = min(MR, mc - ir)
-            _micro_kernel(ap, ir * kc, bp, jr * kc, kc, out, i0 + ir, j0 + jr, mr, nr, accumulate)
-
-
-@kernel
 def _zero(out):
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
@@ -329,41 +293,22 @@ def _zero(out):
 
 @kernel
 def matmul_tiled(a, b, out):
-    """Register tiling over packed panels (the GotoBLAS / BLIS design), on one core.
+    """Register tiling over a packed B (after the GotoBLAS / BLIS design), on one core.
 
     Loops, outermost first:
-      jc: NC columns of B at a time     -> pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels (L3)
+      jc: NC columns of B at a time     -> pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels
       pc: KC deep at a time             -> (as above)
-      ic: MC rows of A at a time        -> pack A[ic:ic+MC, pc:pc+KC] into MR-tall panels (L2)
-      jr, ir: NR x MR micro-tiles       -> the micro-kernel, accumulators in registers
-    Packing copies each block once into exactly the order the micro-kernel reads it, so its inner loop
-    is pure contiguous loads; the copy costs O(MK + KN) and is amortised over O(MNK) arithmetic.
+      ir: MR rows of A at a time        -> an MR x KC block of A, read in place (it stays in L1)
+      jr: NR columns at a time          -> the micro-kernel, accumulators in registers
+    Packing copies each block of B once into exactly the order the micro-kernel reads it, so its inner
+    loop is pure contiguous loads; the copy costs O(KN) and is amortised over all M rows. A is not
+    packed: the micro-kernel needs only six of its values per step, and reading them in place costs the
+    same as from a packed copy. (BLIS packs A too, which pays when N is large; for the narrow products of
+    a small transformer, N = 128, packing A took a third of the time.) The last MR rows, when M is not a
+    multiple of MR, are copied into a zero-padded block, so the micro-kernel never reads past A.
     The first KC slice writes C, later slices add to it (so `out` needs no zeroing unless K == 0).
+    Any strides work: the parallel kernel hands it blocks of rows or columns, the linear layer W^T.
     """
-    M, K = a.shape
-    N = b.shape[1]
-    if K == 0:
-        _zero(out)
-        return
-    kcmax = min(KC, K)
-    ap = np.empty(((min(MC, M) + MR - 1) // MR) * MR * kcmax, a.dtype)
-    bp = np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, a.dtype)
-    for jc in range(0, N, NC):
-        nc = min(NC, N - jc)
-        for pc in range(0, K, KC):
-            kc = min(KC, K - pc)
-            _pack_b(b, pc, kc, jc, nc, bp)
-            for ic in range(0, M, MC):
-                mc = min(MC, M - ic)
-                _pack_a(a, ic, mc, pc, kc, ap)
-                _macro_kernel(ap, bp, mc, nc, kc, out, ic, jc, pc > 0)
-
-
-# ---------------------------------------------------------------------------------------------------
-# 5. Parallel
-# ---------------------------------------------------------------------------------------------------
-@kernel(parallel=True)
-def _matmul_parallel(a, b, out, threads):
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
@@ -371,24 +316,45 @@ def _matmul_parallel(a, b, out, threads):
     if K == 0:
         _zero(out)
         return
-    # Row blocks: at most ~MC rows each, a multiple of the thread count, each a multiple of MR tall.
-    nblocks = (M + MC - 1) // MC
-    nblocks = ((nblocks + threads - 1) // threads) * threads
-    mc_blk = (((M + nblocks - 1) // nblocks + MR - 1) // MR) * MR
-    nblocks = (M + mc_blk - 1) // mc_blk
     kcmax = min(KC, K)
     bp = np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, a.dtype)
+    edge = np.zeros((MR, kcmax), a.dtype)
     for jc in range(0, N, NC):
         nc = min(NC, N - jc)
         for pc in range(0, K, KC):
             kc = min(KC, K - pc)
-            _pack_b_parallel(b, pc, kc, jc, nc, bp)
-            for blk in prange(nblocks):
-                ic = blk * mc_blk
-                mc = min(mc_blk, M - ic)
-                ap = np.empty(mc_blk * kc, a.dtype)
-                _pack_a(a, ic, mc, pc, kc, ap)
-                _macro_kernel(ap, bp, mc, nc, kc, out, ic, jc, pc > 0)
+            _pack_b(b, pc, kc, jc, nc, bp)
+            for ir in range(0, M, MR):
+                mr = min(MR, M - ir)
+                if mr == MR:
+                    a_rows = a[ir:ir + MR, pc:pc + kc]
+                else:  # the last few rows: copy them into the zero-padded block
+                    for i in range(mr):
+                        for p in range(kc):
+                            edge[i, p] = a[ir + i, pc + p]
+                    a_rows = edge[:, :kc]
+                for jr in range(0, nc, NR):
+                    _micro_kernel(a_rows, bp, jr * kc, kc, out, ir, jc + jr, mr, min(NR, nc - jr), pc > 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 5. Parallel
+# ---------------------------------------------------------------------------------------------------
+@kernel(parallel=True)
+def _matmul_parallel(a, b, out, tasks, by_rows):
+    M = a.shape[0]
+    N = b.shape[1]
+    for t in prange(tasks):
+        if by_rows:  # task t: a block of rows of C (a multiple of MR tall), from the same rows of A
+            step = ((M + tasks - 1) // tasks + MR - 1) // MR * MR
+            lo, hi = min(t * step, M), min((t + 1) * step, M)
+            if hi > lo:
+                matmul_tiled(a[lo:hi], b, out[lo:hi])
+        else:        # task t: a block of columns of C (a multiple of NR wide), from the same columns of B
+            step = ((N + tasks - 1) // tasks + NR - 1) // NR * NR
+            lo, hi = min(t * step, N), min((t + 1) * step, N)
+            if hi > lo:
+                matmul_tiled(a, b[:, lo:hi], out[:, lo:hi])
 
 
 def _num_threads() -> int:
@@ -396,14 +362,16 @@ def _num_threads() -> int:
 
 
 def matmul_parallel(a, b, out):
-    """`matmul_tiled` on all cores: the B block is packed once (panels shared out among threads), then
-    the rows of C are split into equal blocks, one or more per thread (prange).
+    """`matmul_tiled` on all cores, in one parallel loop: C is cut into one block per thread, and each
+    thread runs the serial kernel on its block, out[block] = a[rows] @ b[:, cols].
 
-    Each block packs its own rows of A into its own buffer and writes only its own rows of C, so no two
-    threads ever write the same memory: no locks, no races. The number of row blocks is a multiple of
-    the thread count and their heights are multiples of MR, so the threads get equal work.
+    The cut goes along the longer side of C: blocks of rows when M >= N (each thread packs all of B, the
+    smaller operand), blocks of columns otherwise (each packs only its columns of B). Every thread writes
+    only its own block of C and packs into its own buffer, so no two threads ever write the same memory:
+    no locks, no races. One parallel loop per product, not one per packed block, because waking the
+    threads costs microseconds each time (much more on a busy machine).
     (A thin Python wrapper: it asks numba for the thread count, which a cached kernel cannot do.)"""
-    _matmul_parallel(a, b, out, _num_threads())
+    _matmul_parallel(a, b, out, _num_threads(), a.shape[0] >= b.shape[1])
 
 
 # ---------------------------------------------------------------------------------------------------
