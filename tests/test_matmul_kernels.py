@@ -155,3 +155,25 @@ def test_plain_python_mode():
     env = dict(os.environ, TEENYGRAD_JIT="0")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root, timeout=120)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=st.lists(st.tuples(dims, st.integers(0, 80), st.integers(0, 80)), min_size=2, max_size=5),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+def test_tiled_into_reuses_its_scratch(shapes, dtype, seed):
+    """One set of scratch buffers serves several products of different shapes in turn (as in attention):
+    what an earlier product left in them must not leak into a later one."""
+    rng = np.random.default_rng(seed)
+    bp, edge = mm.tiled_buffers(np.empty(1, dtype), 80, 80)
+    for M, K, N in shapes:
+        a, b = operands(rng, M, K, N, dtype)
+        out = np.full((M, N), np.nan, dtype)
+        mm.matmul_tiled_into(a, b, out, bp, edge)
+        check(out, a, b)
+
+
+def test_tiled_into_refuses_small_scratch():
+    bp, edge = mm.tiled_buffers(np.empty(1, np.float32), 8, 8)
+    a, b = np.ones((4, 40), np.float32), np.ones((40, 40), np.float32)
+    with pytest.raises(ValueError, match="scratch buffers too small"):
+        mm.matmul_tiled_into(a, b, np.empty((4, 40), np.float32), bp, edge)

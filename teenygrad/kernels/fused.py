@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from teenygrad._jit import kernel, prange
-from teenygrad.kernels.matmul import matmul_tiled
+from teenygrad.kernels.matmul import matmul_tiled_into, tiled_buffers
 
 PARALLEL_MIN_WORK = 1 << 16  # below ~65k multiply-adds a kernel runs on the calling thread alone
 CHUNKS = 16                   # tasks per parallel call: a few per thread, so an unlucky thread catches up
@@ -155,10 +155,11 @@ def rms_norm_backward_parallel(x, w, rstd, g, dx, dw_parts):
 # ---- causal self-attention -------------------------------------------------------------------------
 # Each (batch, head) pair is independent, so pairs are shared among threads. Per pair, attention is two
 # small matrix products around a softmax (four products around its backward), so it runs on chapter 3's
-# register-tiled `matmul_tiled`, which reads the heads' columns of qkv where they lie (strided views, no
-# copies) and writes the output straight into the head's columns of y. The products are computed in
-# full, T x T, though the causal mask zeroes half of them: the tiled kernel at full speed beats loops that
-# skip the masked half at a fraction of it (measured ~2x on the book's GPT).
+# register-tiled matmul (`matmul_tiled_into`, its scratch space allocated once per range of pairs),
+# which reads the heads' columns of qkv where they lie (strided views, no copies) and writes the output
+# straight into the head's columns of y. The products are computed in full, T x T, though the causal
+# mask zeroes half of them: the tiled kernel at full speed beats loops that skip the masked half at a
+# fraction of it (measured ~2x on the book's GPT).
 
 @fast
 def softmax_causal(s, scale, p):
@@ -209,20 +210,21 @@ def attention_forward(qkv, nh, y, att, lo, hi):
     C = C3 // 3
     hs = C // nh
     s = np.empty((T, T), qkv.dtype)
+    bp, edge = tiled_buffers(s, max(T, hs), max(T, hs))  # scratch for all the small products below
     for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
         x = qkv[b]                                                       # (T, 3C)
         q, k, v = x[:, h * hs:(h + 1) * hs], x[:, C + h * hs:C + (h + 1) * hs], x[:, 2 * C + h * hs:2 * C + (h + 1) * hs]
-        matmul_tiled(q, k.T, s)                                          # S = q k^T      (T, T)
+        matmul_tiled_into(q, k.T, s, bp, edge)                           # S = q k^T      (T, T)
         softmax_causal(s, 1.0 / math.sqrt(hs), att[b, h])                # P              (T, T)
-        matmul_tiled(att[b, h], v, y[b, :, h * hs:(h + 1) * hs])         # y_h = P v      (T, hs)
+        matmul_tiled_into(att[b, h], v, y[b, :, h * hs:(h + 1) * hs], bp, edge)  # y_h = P v  (T, hs)
 
 
 @parallel
 def attention_forward_parallel(qkv, nh, y, att):
     pairs = qkv.shape[0] * nh
-    for k in prange(pairs):
-        attention_forward(qkv, nh, y, att, k, k + 1)
+    for k in prange(CHUNKS):
+        attention_forward(qkv, nh, y, att, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
 
 
 @fast
@@ -234,23 +236,24 @@ def attention_backward(qkv, att, g, dqkv, lo, hi):
     nh = att.shape[1]
     hs = C // nh
     ds = np.empty((T, T), qkv.dtype)
+    bp, edge = tiled_buffers(ds, max(T, hs), max(T, hs))
     for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
         x, dx, p = qkv[b], dqkv[b], att[b, h]
         gh = g[b, :, h * hs:(h + 1) * hs]                                # (T, hs)
         qc, kc, vc = h * hs, C + h * hs, 2 * C + h * hs                  # the head's first column in q, k, v
-        matmul_tiled(gh, x[:, vc:vc + hs].T, ds)                         # dP = g v^T     (T, T)
-        matmul_tiled(p.T, gh, dx[:, vc:vc + hs])                         # dv = P^T g     (T, hs)
+        matmul_tiled_into(gh, x[:, vc:vc + hs].T, ds, bp, edge)                       # dP = g v^T     (T, T)
+        matmul_tiled_into(p.T, gh, dx[:, vc:vc + hs], bp, edge)                       # dv = P^T g     (T, hs)
         softmax_causal_backward(p, ds, 1.0 / math.sqrt(hs))              # dS, in place
-        matmul_tiled(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs])            # dq = dS k
-        matmul_tiled(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs])          # dk = dS^T q
+        matmul_tiled_into(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], bp, edge)          # dq = dS k
+        matmul_tiled_into(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], bp, edge)        # dk = dS^T q
 
 
 @parallel
 def attention_backward_parallel(qkv, att, g, dqkv):
     pairs = qkv.shape[0] * att.shape[1]
-    for k in prange(pairs):
-        attention_backward(qkv, att, g, dqkv, k, k + 1)
+    for k in prange(CHUNKS):
+        attention_backward(qkv, att, g, dqkv, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
 
 
 # ---- GELU (tanh approximation) in float32, elementwise over flat contiguous data ------------------------

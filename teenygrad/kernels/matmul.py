@@ -304,11 +304,27 @@ def matmul_tiled(a, b, out):
     loop is pure contiguous loads; the copy costs O(KN) and is amortised over all M rows. A is not
     packed: the micro-kernel needs only six of its values per step, and reading them in place costs the
     same as from a packed copy. (BLIS packs A too, which pays when N is large; for the narrow products of
-    a small transformer, N = 128, packing A took a third of the time.) The last MR rows, when M is not a
-    multiple of MR, are copied into a zero-padded block, so the micro-kernel never reads past A.
+    a small transformer, N = 128, packing A took a third of the time.) The last rows, when M is not a
+    multiple of MR, are copied into a block of MR rows, so the micro-kernel never reads past A.
     The first KC slice writes C, later slices add to it (so `out` needs no zeroing unless K == 0).
     Any strides work: the parallel kernel hands it blocks of rows or columns, the linear layer W^T.
     """
+    bp, edge = tiled_buffers(a, a.shape[1], b.shape[1])
+    matmul_tiled_into(a, b, out, bp, edge)
+
+
+@kernel
+def tiled_buffers(like, K, N):
+    """Scratch space for `matmul_tiled_into` on products up to depth K and width N, in like's dtype: the
+    packed block of B and the MR-row block for A's last rows. A kernel doing many small products (attention:
+    two per head) allocates them once and passes them to every product."""
+    kcmax = min(KC, K)
+    return np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, like.dtype), np.zeros((MR, kcmax), like.dtype)
+
+
+@kernel
+def matmul_tiled_into(a, b, out, bp, edge):
+    """`matmul_tiled` with its scratch space passed in (from `tiled_buffers`)."""
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
@@ -316,9 +332,8 @@ def matmul_tiled(a, b, out):
     if K == 0:
         _zero(out)
         return
-    kcmax = min(KC, K)
-    bp = np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, a.dtype)
-    edge = np.zeros((MR, kcmax), a.dtype)
+    if bp.size < ((min(NC, N) + NR - 1) // NR) * NR * min(KC, K) or edge.shape[1] < min(KC, K):
+        raise ValueError("matmul_tiled_into: scratch buffers too small for this product")
     for jc in range(0, N, NC):
         nc = min(NC, N - jc)
         for pc in range(0, K, KC):
@@ -328,7 +343,7 @@ def matmul_tiled(a, b, out):
                 mr = min(MR, M - ir)
                 if mr == MR:
                     a_rows = a[ir:ir + MR, pc:pc + kc]
-                else:  # the last few rows: copy them into the zero-padded block
+                else:  # the last few rows: copy them into the MR-row block (rows past mr are never stored)
                     for i in range(mr):
                         for p in range(kc):
                             edge[i, p] = a[ir + i, pc + p]
