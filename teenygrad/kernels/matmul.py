@@ -190,17 +190,21 @@ def _pack_b_panel(b, p0, kc, j0, n, bp, base):
     bp[base + p*NR + j] = b[p0 + p, j0 + j]. The loops follow b's layout, so the reads are in memory order
     whether b is a plain matrix or a transposed view (W^T in a linear layer)."""
     panel = bp[base:base + kc * NR]
-    if b.strides[0] >= b.strides[1]:  # rows of b contiguous (or nearly): read along rows
+    if b.strides[0] >= b.strides[1]:  # rows of b contiguous (or nearly): copy row by row
         for p in range(kc):
+            src, dst = b[p0 + p, j0:j0 + n], panel[p * NR:(p + 1) * NR]  # slices indexed from 0 (see step 3)
             for j in range(n):
-                panel[p * NR + j] = b[p0 + p, j0 + j]
-    else:  # columns contiguous (a transposed view): read along columns
+                dst[j] = src[j]
+            for j in range(n, NR):
+                dst[j] = 0
+    else:  # columns contiguous (a transposed view): copy column by column
         for j in range(n):
+            src, dst = b[p0:p0 + kc, j0 + j], panel[j:]
             for p in range(kc):
-                panel[p * NR + j] = b[p0 + p, j0 + j]
-    for p in range(kc):
-        for j in range(n, NR):
-            panel[p * NR + j] = 0
+                dst[p * NR] = src[p]
+        for p in range(kc):
+            for j in range(n, NR):
+                panel[p * NR + j] = 0
 
 
 @kernel
