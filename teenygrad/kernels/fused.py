@@ -20,11 +20,17 @@ import math
 
 import numpy as np
 
-from teenygrad._jit import kernel, prange
+from teenygrad._jit import JIT_ENABLED, kernel, prange
 from teenygrad.kernels.matmul import matmul_tiled_into, tiled_buffers
 
 PARALLEL_MIN_WORK = 1 << 16  # below ~65k multiply-adds a kernel runs on the calling thread alone
 CHUNKS = 16                   # tasks per parallel call: a few per thread, so an unlucky thread catches up
+
+if JIT_ENABLED:
+    from llvmlite import ir as _llvm_ir
+    from numba import types as _types
+    from numba.extending import intrinsic as _intrinsic
+    from numba.extending import overload as _overload
 
 fast = kernel(fastmath=True, numpy_errors=True)               # serial bodies: x / 0 -> inf, so loops vectorise
 parallel = kernel(parallel=True, fastmath=True, numpy_errors=True)
@@ -152,6 +158,53 @@ def rms_norm_backward_parallel(x, w, rstd, g, dx, dw_parts):
         rms_norm_backward(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
+# ---- exp in float32, in a form the compiler can vectorise ------------------------------------------------
+# libm's exp is a function call per element, which stops a loop from becoming SIMD instructions. exp32
+# is the classic Cephes expf, written as plain arithmetic: e^x = 2^k e^r with k = round(x / ln 2) and
+# |r| <= ln(2)/2, e^r by a degree-7 polynomial, and 2^k built directly from its bits (exponent field k + 127).
+
+if JIT_ENABLED:
+    @_intrinsic
+    def _float32_from_bits(typingctx, i):
+        """The float32 whose bit pattern is the integer i (its low 32 bits): a reinterpretation, no conversion."""
+        if not isinstance(i, _types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            bits = builder.trunc(args[0], _llvm_ir.IntType(32)) if i.bitwidth > 32 else args[0]
+            return builder.bitcast(bits, _llvm_ir.FloatType())
+        return _types.float32(i), codegen
+else:
+    def _float32_from_bits(i):
+        return np.int32(i).view(np.float32)
+
+
+@fast
+def exp32(x):
+    """e^x for float32 x, relative error below 2e-7; x below -87 (where e^x leaves float32's normal range) gives e^-87."""
+    x = max(x, np.float32(-87.0))
+    k = math.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))      # x / ln 2, rounded
+    r = x - k * np.float32(0.693359375) + k * np.float32(2.12194440e-4)        # x - k ln 2, ln 2 in two parts
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    return (p * r * r + r + np.float32(1.0)) * _float32_from_bits((int(k) + 127) << 23)
+
+
+def exp_fast(x):
+    """e^x: `exp32` for a float32 x (inside kernels the choice is made at compile time), math.exp otherwise."""
+    return exp32(x) if isinstance(x, np.float32) else math.exp(x)
+
+
+if JIT_ENABLED:
+    @_overload(exp_fast, jit_options={"fastmath": True, "error_model": "numpy"})
+    def _exp_fast(x):
+        return (lambda x: exp32(x)) if x == _types.float32 else (lambda x: math.exp(x))
+
+
 # ---- causal self-attention -------------------------------------------------------------------------
 # Each (batch, head) pair is independent, so pairs are shared among threads. Per pair, attention is two
 # small matrix products around a softmax (four products around its backward), so it runs on chapter 3's
@@ -195,7 +248,7 @@ def softmax_causal(s, scale, p):
             mx = max(mx, row[j])
         tot = scale * 0
         for j in range(row.size):
-            e = math.exp((row[j] - mx) * scale)
+            e = exp_fast((row[j] - mx) * scale)
             out[j] = e
             tot += e
         inv = 1 / tot
