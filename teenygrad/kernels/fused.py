@@ -183,7 +183,8 @@ else:
 def exp32(x):
     """e^x for float32 x, relative error below 2e-7; x below -87 (where e^x leaves float32's normal range) gives e^-87."""
     x = max(x, np.float32(-87.0))
-    k = math.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))      # x / ln 2, rounded
+    k = np.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))        # x / ln 2, rounded (a float32:
+    # math.floor would give an int64, and the arithmetic below would silently run in float64, half as wide)
     r = x - k * np.float32(0.693359375) + k * np.float32(2.12194440e-4)        # x - k ln 2, ln 2 in two parts
     p = np.float32(1.9875691500e-4)
     p = p * r + np.float32(1.3981999507e-3)
@@ -242,19 +243,19 @@ def softmax_causal(s, scale, p):
     typed[0] = scale
     scale = typed[0]
     for i in range(T):
-        row, out = s[i, :i + 1], p[i]
+        row, out, n = s[i], p[i], i + 1  # keys 0..i are visible
         mx = row[0]
-        for j in range(row.size):
+        for j in range(n):
             mx = max(mx, row[j])
         tot = scale * 0
-        for j in range(row.size):
+        for j in range(n):
             e = exp_fast((row[j] - mx) * scale)
             out[j] = e
             tot += e
         inv = 1 / tot
-        for j in range(row.size):
+        for j in range(n):
             out[j] *= inv
-        for j in range(i + 1, T):
+        for j in range(n, T):
             out[j] = 0
 
 
