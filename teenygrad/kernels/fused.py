@@ -211,28 +211,9 @@ if JIT_ENABLED:
 # small matrix products around a softmax (four products around its backward), so it runs on chapter 3's
 # register-tiled matmul (`matmul_tiled_into`, its scratch space allocated once per range of pairs),
 # which reads the heads' columns of qkv where they lie (strided views, no copies) and writes the output
-# straight into the head's columns of y. The causal mask makes half of every (T, T) matrix zero or
-# unneeded; `causal_matmul` skips most of that half by working in blocks of CAUSAL_ROWS rows.
-
-CAUSAL_ROWS = 24  # a multiple of the micro-kernel's 6 rows; with T = 64 the products do 2/3 of the full work
-
-
-@fast
-def causal_matmul(a, b, out, mode, bp, edge):
-    """out = a @ b for the causal (T, T) pieces of attention, by blocks of rows i0..i1, skipping zeros:
-        mode 0, out lower-triangular (S = q k^T):  out[i0:i1, :i1] = a[i0:i1] @ b[:, :i1]  (out[i, j > i1] unset)
-        mode 1, a lower-triangular (y = P v):      out[i0:i1] = a[i0:i1, :i1] @ b[:i1]
-        mode 2, a upper-triangular (dv = P^T g):   out[i0:i1] = a[i0:i1, i0:] @ b[i0:]"""
-    T = out.shape[0]
-    for i0 in range(0, T, CAUSAL_ROWS):
-        i1 = min(i0 + CAUSAL_ROWS, T)
-        if mode == 0:
-            matmul_tiled_into(a[i0:i1], b[:, :i1], out[i0:i1, :i1], bp, edge)
-        elif mode == 1:
-            matmul_tiled_into(a[i0:i1, :i1], b[:i1], out[i0:i1], bp, edge)
-        else:
-            matmul_tiled_into(a[i0:i1, i0:], b[i0:], out[i0:i1], bp, edge)
-
+# straight into the head's columns of y. The products are computed in full, T x T, though the causal
+# mask makes half of them zero or unneeded: skipping those blocks (in strips of 24 rows) was measured no
+# faster at T = 64, the smaller products' fixed costs eating what the skipped arithmetic saved.
 
 @fast
 def softmax_causal(s, scale, p):
@@ -288,9 +269,9 @@ def attention_forward(qkv, nh, y, att, lo, hi):
         b, h = bh // nh, bh % nh
         x = qkv[b]                                                       # (T, 3C)
         q, k, v = x[:, h * hs:(h + 1) * hs], x[:, C + h * hs:C + (h + 1) * hs], x[:, 2 * C + h * hs:2 * C + (h + 1) * hs]
-        causal_matmul(q, k.T, s, 0, bp, edge)                            # S = q k^T      (T, T)
+        matmul_tiled_into(q, k.T, s, bp, edge)                           # S = q k^T      (T, T)
         softmax_causal(s, 1.0 / math.sqrt(hs), att[b, h])                # P              (T, T)
-        causal_matmul(att[b, h], v, y[b, :, h * hs:(h + 1) * hs], 1, bp, edge)   # y_h = P v  (T, hs)
+        matmul_tiled_into(att[b, h], v, y[b, :, h * hs:(h + 1) * hs], bp, edge)  # y_h = P v  (T, hs)
 
 
 @parallel
@@ -315,11 +296,11 @@ def attention_backward(qkv, att, g, dqkv, lo, hi):
         x, dx, p = qkv[b], dqkv[b], att[b, h]
         gh = g[b, :, h * hs:(h + 1) * hs]                                # (T, hs)
         qc, kc, vc = h * hs, C + h * hs, 2 * C + h * hs                  # the head's first column in q, k, v
-        causal_matmul(gh, x[:, vc:vc + hs].T, ds, 0, bp, edge)                     # dP = g v^T     (T, T)
-        causal_matmul(p.T, gh, dx[:, vc:vc + hs], 2, bp, edge)                     # dv = P^T g     (T, hs)
+        matmul_tiled_into(gh, x[:, vc:vc + hs].T, ds, bp, edge)                # dP = g v^T     (T, T)
+        matmul_tiled_into(p.T, gh, dx[:, vc:vc + hs], bp, edge)                # dv = P^T g     (T, hs)
         softmax_causal_backward(p, ds, 1.0 / math.sqrt(hs))              # dS, in place
-        causal_matmul(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], 1, bp, edge)        # dq = dS k
-        causal_matmul(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], 2, bp, edge)      # dk = dS^T q
+        matmul_tiled_into(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], bp, edge)   # dq = dS k
+        matmul_tiled_into(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], bp, edge) # dk = dS^T q
 
 
 @parallel
