@@ -27,7 +27,8 @@ class TensorViews:
         """Same elements (in row-major order), new shape; one size may be -1 (inferred).
         A view when the strides allow it, otherwise a copy."""
         new = self._infer_shape(_shape_args(shape), "reshape")
-        strides = view_strides(self.shape, self.strides, new)
+        # a contiguous tensor always views as any shape (the common case, so it skips the general walk)
+        strides = contiguous_strides(new) if self.is_contiguous() else view_strides(self.shape, self.strides, new)
         if strides is None:  # the layout cannot be walked with new strides: copy, then view the copy
             src = self.contiguous()  # (records a "copy" node when self requires grad)
             out = self._make(src._buf, new, contiguous_strides(new), src.offset)
