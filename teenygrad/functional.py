@@ -162,15 +162,14 @@ def _layer_norm_backward(ctx: Node, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     g2, ga = _rows(g)
     dx = dispatch._new(g2.shape, g.dtype)
     R, C = g2.shape
-    parts = fused.CHUNKS if _big(g2.size) else 1  # partial sums of dw, db: one per chunk of rows
-    dw, db = zeros(parts, C, dtype=g.dtype), zeros(parts, C, dtype=g.dtype)
+    dw, db = zeros(C, dtype=g.dtype), zeros(C, dtype=g.dtype)
     args = (dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.mean), dispatch._array(ctx.rstd), ga,
-            dispatch._array(dx))
-    if parts > 1:
-        fused.layer_norm_backward_parallel(*args, dispatch._array(dw), dispatch._array(db))
+            dispatch._array(dx), dispatch._array(dw), dispatch._array(db))
+    if _big(g2.size):
+        fused.layer_norm_backward_parallel(*args)
     else:
-        fused.layer_norm_backward(*args, dispatch._array(dw)[0], dispatch._array(db)[0], 0, R)
-    return dx.reshape(ctx.inputs[0].shape), dw.sum(0), db.sum(0)
+        fused.layer_norm_backward(*args, 0, R)
+    return dx.reshape(ctx.inputs[0].shape), dw, db
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -192,14 +191,14 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
 def _rms_norm_backward(ctx: Node, g: Tensor) -> tuple[Tensor, Tensor]:
     g2, ga = _rows(g)
     dx = dispatch._new(g2.shape, g.dtype)
-    parts = fused.CHUNKS if _big(g2.size) else 1
-    dw = zeros(parts, g2.shape[1], dtype=g.dtype)
-    args = (dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.rstd), ga, dispatch._array(dx))
-    if parts > 1:
-        fused.rms_norm_backward_parallel(*args, dispatch._array(dw))
+    dw = zeros(g2.shape[1], dtype=g.dtype)
+    args = (dispatch._array(ctx.x), dispatch._array(ctx.w), dispatch._array(ctx.rstd), ga, dispatch._array(dx),
+            dispatch._array(dw))
+    if _big(g2.size):
+        fused.rms_norm_backward_parallel(*args)
     else:
-        fused.rms_norm_backward(*args, dispatch._array(dw)[0], 0, g2.shape[0])
-    return dx.reshape(ctx.inputs[0].shape), dw.sum(0)
+        fused.rms_norm_backward(*args, 0, g2.shape[0])
+    return dx.reshape(ctx.inputs[0].shape), dw
 
 
 def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:

@@ -105,12 +105,17 @@ def layer_norm_backward(x, w, mean, rstd, g, dx, dw, db, lo, hi):
 
 
 @parallel
-def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw_parts, db_parts):
-    """Each chunk of rows adds into its own row of dw_parts, db_parts (CHUNKS, C), so no two threads
-    ever add into the same sum; the caller adds the partial sums up."""
-    R = x.shape[0]
+def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db):
+    """Each chunk of rows adds into its own row of partial sums, so no two threads ever add into the
+    same place; after the parallel loop, one thread adds the partial sums into dw, db."""
+    R, C = x.shape
+    dw_parts, db_parts = np.zeros((CHUNKS, C), dw.dtype), np.zeros((CHUNKS, C), db.dtype)
     for k in prange(CHUNKS):
         layer_norm_backward(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
+    for k in range(CHUNKS):
+        for c in range(C):
+            dw[c] += dw_parts[k, c]
+            db[c] += db_parts[k, c]
 
 
 # ---- RMS norm: y = x / sqrt(mean(x^2) + eps) * w -------------------------------------------------------
@@ -152,10 +157,15 @@ def rms_norm_backward(x, w, rstd, g, dx, dw, lo, hi):
 
 
 @parallel
-def rms_norm_backward_parallel(x, w, rstd, g, dx, dw_parts):
-    R = x.shape[0]
+def rms_norm_backward_parallel(x, w, rstd, g, dx, dw):
+    """Partial sums per chunk of rows, added up at the end (as in layer_norm_backward_parallel)."""
+    R, C = x.shape
+    dw_parts = np.zeros((CHUNKS, C), dw.dtype)
     for k in prange(CHUNKS):
         rms_norm_backward(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
+    for k in range(CHUNKS):
+        for c in range(C):
+            dw[c] += dw_parts[k, c]
 
 
 # ---- exp in float32, in a form the compiler can vectorise ------------------------------------------------
