@@ -177,3 +177,23 @@ def test_tiled_into_refuses_small_scratch():
     a, b = np.ones((4, 40), np.float32), np.ones((40, 40), np.float32)
     with pytest.raises(ValueError, match="scratch buffers too small"):
         mm.matmul_tiled_into(a, b, np.empty((4, 40), np.float32), bp, edge)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(T=st.integers(1, 80), N=st.integers(1, 70), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+def test_tiled_into_causal_modes(T, N, dtype, seed):
+    """Attention's causal products: with causal=1 the wanted lower triangle of a (T, T) product is right;
+    with a lower- (2) or upper-triangular (3) left operand, skipping its zeros changes nothing."""
+    rng = np.random.default_rng(seed)
+    bp, edge = mm.tiled_buffers(np.empty(1, dtype), 80, 80)
+    a, bt = rng.standard_normal((T, N)).astype(dtype), rng.standard_normal((T, N)).astype(dtype)
+    out = np.full((T, T), np.nan, dtype)
+    mm.matmul_tiled_into(a, bt.T, out, bp, edge, 1)
+    want = a.astype(np.float64) @ bt.T.astype(np.float64)
+    low = np.tril(np.ones((T, T), bool))
+    np.testing.assert_allclose(out[low], want[low], rtol=1e-4, atol=1e-4 * N)
+    p, v = rng.standard_normal((T, T)).astype(dtype), rng.standard_normal((T, N)).astype(dtype)
+    for mode, tri in [(2, np.tril(p)), (3, np.triu(p)), (3, np.tril(p).T)]:  # the last a transposed view, as P^T
+        out = np.full((T, N), np.nan, dtype)
+        mm.matmul_tiled_into(tri, v, out, bp, edge, mode)
+        check(out, tri, v)

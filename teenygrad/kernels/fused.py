@@ -221,9 +221,8 @@ if JIT_ENABLED:
 # small matrix products around a softmax (four products around its backward), so it runs on chapter 3's
 # register-tiled matmul (`matmul_tiled_into`, its scratch space allocated once per range of pairs),
 # which reads the heads' columns of qkv where they lie (strided views, no copies) and writes the output
-# straight into the head's columns of y. The products are computed in full, T x T, though the causal
-# mask makes half of them zero or unneeded: skipping those blocks (in strips of 24 rows) was measured no
-# faster at T = 64, the smaller products' fixed costs eating what the skipped arithmetic saved.
+# straight into the head's columns of y. The causal mask makes half of each (T, T) matrix zero or unneeded;
+# the products skip that half micro-tile by micro-tile (matmul_tiled_into's `causal` modes).
 
 @fast
 def softmax_causal(s, scale, p):
@@ -279,9 +278,9 @@ def attention_forward(qkv, nh, y, att, lo, hi):
         b, h = bh // nh, bh % nh
         x = qkv[b]                                                       # (T, 3C)
         q, k, v = x[:, h * hs:(h + 1) * hs], x[:, C + h * hs:C + (h + 1) * hs], x[:, 2 * C + h * hs:2 * C + (h + 1) * hs]
-        matmul_tiled_into(q, k.T, s, bp, edge)                           # S = q k^T      (T, T)
+        matmul_tiled_into(q, k.T, s, bp, edge, 1)                        # S = q k^T      (T, T)
         softmax_causal(s, 1.0 / math.sqrt(hs), att[b, h])                # P              (T, T)
-        matmul_tiled_into(att[b, h], v, y[b, :, h * hs:(h + 1) * hs], bp, edge)  # y_h = P v  (T, hs)
+        matmul_tiled_into(att[b, h], v, y[b, :, h * hs:(h + 1) * hs], bp, edge, 2)  # y_h = P v  (T, hs)
 
 
 @parallel
@@ -306,11 +305,11 @@ def attention_backward(qkv, att, g, dqkv, lo, hi):
         x, dx, p = qkv[b], dqkv[b], att[b, h]
         gh = g[b, :, h * hs:(h + 1) * hs]                                # (T, hs)
         qc, kc, vc = h * hs, C + h * hs, 2 * C + h * hs                  # the head's first column in q, k, v
-        matmul_tiled_into(gh, x[:, vc:vc + hs].T, ds, bp, edge)                # dP = g v^T     (T, T)
-        matmul_tiled_into(p.T, gh, dx[:, vc:vc + hs], bp, edge)                # dv = P^T g     (T, hs)
+        matmul_tiled_into(gh, x[:, vc:vc + hs].T, ds, bp, edge, 1)             # dP = g v^T     (T, T)
+        matmul_tiled_into(p.T, gh, dx[:, vc:vc + hs], bp, edge, 3)             # dv = P^T g     (T, hs)
         softmax_causal_backward(p, ds, 1.0 / math.sqrt(hs))              # dS, in place
-        matmul_tiled_into(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], bp, edge)   # dq = dS k
-        matmul_tiled_into(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], bp, edge) # dk = dS^T q
+        matmul_tiled_into(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], bp, edge, 2) # dq = dS k
+        matmul_tiled_into(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], bp, edge, 3) # dk = dS^T q
 
 
 @parallel

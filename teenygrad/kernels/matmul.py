@@ -327,8 +327,14 @@ def tiled_buffers(like, K, N):
 
 
 @kernel
-def matmul_tiled_into(a, b, out, bp, edge):
-    """`matmul_tiled` with its scratch space passed in (from `tiled_buffers`)."""
+def matmul_tiled_into(a, b, out, bp, edge, causal=0):
+    """`matmul_tiled` with its scratch space passed in (from `tiled_buffers`), for attention's small products.
+
+    `causal` skips the work a causal mask makes useless (i, j, k index rows of out, its columns, the depth):
+      1: only out[i, j] with j <= i is wanted (S = q k^T): micro-tiles wholly above the diagonal are not
+         computed, and are left as they were;
+      2: a[i, k] = 0 for k > i (y = P v, P lower-triangular): each strip of rows stops at its last row's k;
+      3: a[i, k] = 0 for k < i (P^T g): each strip starts at its first row's k."""
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
@@ -352,8 +358,16 @@ def matmul_tiled_into(a, b, out, bp, edge):
                         for p in range(kc):
                             edge[i, p] = a[ir + i, pc + p]
                     a_rows = edge[:, :kc]
+                k0, k1 = 0, kc  # the depth range this strip needs (all of it unless causal is 2 or 3)
+                if causal == 2:
+                    k1 = min(kc, max(0, ir + mr - pc))
+                elif causal == 3:
+                    k0 = min(kc, max(0, ir - pc))
                 for jr in range(0, nc, NR):
-                    _micro_kernel(a_rows, bp, jr * kc, kc, out, ir, jc + jr, mr, min(NR, nc - jr), pc > 0)
+                    if causal == 1 and jc + jr > ir + mr - 1:
+                        break  # this tile and the ones right of it lie above the diagonal
+                    _micro_kernel(a_rows[:, k0:k1], bp, jr * kc + k0 * NR, k1 - k0, out, ir, jc + jr, mr,
+                                  min(NR, nc - jr), pc > 0)
 
 
 # ---------------------------------------------------------------------------------------------------
