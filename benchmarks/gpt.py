@@ -2,7 +2,7 @@
 
     python benchmarks/gpt.py                 # teenygrad, and PyTorch if it is installed (not a dependency)
     python benchmarks/gpt.py --fusions       # also: what each fused kernel buys (each one switched off)
-    python benchmarks/gpt.py --steps 30
+    python benchmarks/gpt.py --steps 80      # more steps, a steadier median (default 40)
 
 Configuration (the book's): 4 layers, 4 heads, 128-wide embeddings, context 64, batch 12, LayerNorm, GELU,
 tied embeddings, AdamW. One step = forward, backward, optimizer update, on real batches of shakespeare.txt.
@@ -137,7 +137,7 @@ def report(name: str, t: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per framework (default 20)")
+    ap.add_argument("--steps", type=int, default=40, help="timed steps per framework (default 40)")
     ap.add_argument("--fusions", action="store_true", help="also time teenygrad with each fusion switched off")
     args = ap.parse_args()
     data = batches(args.steps + 3)
