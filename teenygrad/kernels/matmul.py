@@ -321,7 +321,7 @@ def matmul_tiled(a, b, out):
 def tiled_buffers(like, K, N):
     """Scratch space for `matmul_tiled_into` on products up to depth K and width N, in like's dtype: the
     packed block of B and the MR-row block for A's last rows. A kernel doing many small products (attention:
-    two per head) allocates them once and passes them to every product."""
+    two per head forward, four backward) allocates them once and passes them to every product."""
     kcmax = min(KC, K)
     return np.empty(((min(NC, N) + NR - 1) // NR) * NR * kcmax, like.dtype), np.zeros((MR, kcmax), like.dtype)
 
