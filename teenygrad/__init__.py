@@ -1,31 +1,52 @@
 """teenygrad: a small deep-learning framework, built one chapter at a time.
 
-Chapter 1 uses only `teenygrad.datasets`; chapter 2 adds the Tensor (`teenygrad.tensor`), chapter 3 the
-kernels it runs on (`teenygrad.kernels`); later chapters add autograd and nn.
+Importing it changes nothing in your process (no environment variable, no allocator setting); for training
+speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's modules:
+
+    1  datasets                               the book's data sets, with their credits
+    2  tensor, tensor_views, ops              the Tensor, its views, and the op layer that runs every op
+    3  kernels                                numba kernels and their registry (`kernels.use`, `kernels.kernel`)
+    4  classification, preprocessing         one-hot labels, accuracy, bag of words, feature scaling
+    5  value, value_nn, tape, tape_fuse       autograd on scalars, and compiling it to a tape
+    6  autograd, gradcheck                    autograd on tensors: the engine (rules live in `ops`)
+    7  nn, nn_init, functional, optim         layers, initialisation, optimizers
+    8  text                                   characters as tokens, sampling
+    9  gpt, value_gpt, tuning                 the GPT, fused ops (`ops.fused`), process settings for speed
 """
 from teenygrad import datasets, kernels
 from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, float32, float64, full, int64, manual_seed, ones,
                               rand, randn, stack, tensor, zeros)
-from teenygrad import autograd  # noqa: E402 - after tensor, which it extends
-from teenygrad.autograd import is_grad_enabled, no_grad, unbroadcast
+from teenygrad import ops
+from teenygrad import autograd
+from teenygrad.autograd import is_grad_enabled, no_grad
+from teenygrad.ops.movement import unbroadcast
+from teenygrad import classification, preprocessing
 from teenygrad.gradcheck import gradcheck
+from teenygrad import tape, tape_fuse, value, value_nn
+from teenygrad.value import Value
+from teenygrad import functional, nn, nn_init, optim
+from teenygrad import text
+from teenygrad import gpt, tuning, value_gpt
+from teenygrad.tuning import tune
 
-__all__ = ["datasets", "kernels", "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn",
-           "manual_seed", "cat", "stack", "float32", "float64", "int64",
-           "autograd", "no_grad", "is_grad_enabled", "unbroadcast", "gradcheck", "cross_entropy"]
-
-# Chapter 5: autograd on scalars (teenygrad.value, teenygrad.value_nn) and compiling it to a tape (teenygrad.tape)
-from teenygrad import tape, value, value_nn  # noqa: E402
-from teenygrad.value import Value  # noqa: E402
-
-__all__ += ["tape", "value", "value_nn", "Value"]
-
-# Chapter 7: layers and modules (teenygrad.nn, over teenygrad.functional) and optimizers (teenygrad.optim)
-from teenygrad import functional, nn, optim  # noqa: E402
-
-__all__ += ["functional", "nn", "optim"]
-
-# Chapters 8 and 9: characters as tokens (teenygrad.text) and the GPT (teenygrad.gpt)
-from teenygrad import gpt, text  # noqa: E402
-
-__all__ += ["gpt", "text"]
+__all__ = [
+    # chapter 1
+    "datasets",
+    # chapter 2: the Tensor and its ops
+    "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "cat", "stack",
+    "cross_entropy", "float32", "float64", "int64", "ops",
+    # chapter 3
+    "kernels",
+    # chapter 4
+    "classification", "preprocessing",
+    # chapter 5
+    "Value", "value", "value_nn", "tape", "tape_fuse",
+    # chapter 6
+    "autograd", "no_grad", "is_grad_enabled", "unbroadcast", "gradcheck",
+    # chapter 7
+    "functional", "nn", "nn_init", "optim",
+    # chapter 8
+    "text",
+    # chapter 9
+    "gpt", "value_gpt", "tuning", "tune",
+]

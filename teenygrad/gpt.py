@@ -184,14 +184,14 @@ class GPT(nn.Module):
                 window = ctx[-self.cfg.block_size:]  # run the last block_size tokens again, fused
                 logits, _ = self(tensor([window]))
                 fed = len(window) if use_cache else 0
-            nxt = sample(logits[0, -1], temperature, rng)
+            nxt = next_token(logits[0, -1], temperature, rng)
             ctx.append(nxt)
             out.append(nxt)
         self.train(was_training)
         return out
 
 
-def sample(logits: Tensor, temperature: float, rng: np.random.Generator) -> int:
+def next_token(logits: Tensor, temperature: float, rng: np.random.Generator) -> int:
     """One token from logits (vocab,): argmax at temperature 0, else a draw from softmax(logits / t)."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from teenygrad import autograd, dispatch
+from teenygrad import autograd
+from teenygrad.ops.buffers import copy_into
 from teenygrad.tensor import Tensor, full, rand, randn
 
 __all__ = ["uniform_", "normal_", "constant_", "zeros_", "ones_", "calculate_gain", "xavier_uniform_",
@@ -24,7 +25,7 @@ __all__ = ["uniform_", "normal_", "constant_", "zeros_", "ones_", "calculate_gai
 def _fill(t: Tensor, values: Tensor) -> Tensor:
     """t[...] = values without a version bump: initialising happens before any graph has read t
     (bumping would switch on version tracking for every later op, a cost for nothing)."""
-    dispatch.copy_into(values, t)
+    copy_into(values, t)
     return t
 
 

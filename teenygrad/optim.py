@@ -22,8 +22,8 @@ from typing import Iterable
 
 import numpy as np
 
-from teenygrad import dispatch
-from teenygrad.kernels import optim as K
+from teenygrad.kernels import KERNELS
+from teenygrad.ops.buffers import contiguous
 from teenygrad.tensor import Tensor, float32, float64
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm"]
@@ -36,9 +36,7 @@ def _flat(t: Tensor) -> np.ndarray:
 
 def _grad(p: Tensor) -> np.ndarray:
     """p.grad as a contiguous buffer of p's dtype (it usually already is: then no copy)."""
-    g = p.grad
-    if not g.is_contiguous() or g.dtype != p.dtype:
-        g = dispatch.contiguous(g, p.dtype)
+    g = contiguous(p.grad, p.dtype)
     if g.shape != p.shape:
         raise ValueError(f"optimizer: a gradient of shape {g.shape} for a parameter of shape {p.shape}")
     return _flat(g)
@@ -101,7 +99,7 @@ class SGD(Optimizer):
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         buf = self._state(self.velocity, i) if self.momentum else p[:0]  # no state without momentum
-        K.sgd(p, g, buf, self.lr, self.momentum, self.weight_decay)
+        KERNELS["sgd"](p, g, buf, self.lr, self.momentum, self.weight_decay)
 
 
 class Adam(Optimizer):
@@ -124,7 +122,7 @@ class Adam(Optimizer):
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         b1, b2 = self.betas
         t = self.t[i] = self.t.get(i, 0) + 1
-        K.adam(p, g, self._state(self.m, i), self._state(self.v, i), self.lr, b1, b2, self.eps,
+        KERNELS["adam"](p, g, self._state(self.m, i), self._state(self.v, i), self.lr, b1, b2, self.eps,
                self.weight_decay, self.decoupled, 1.0 - b1 ** t, 1.0 - b2 ** t)
 
 
@@ -194,12 +192,11 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     for p in params:
         if p.grad is not None and id(p) not in seen:  # a tied weight counts once
             seen.add(id(p))
-            if not p.grad.is_contiguous():
-                p.grad = dispatch.contiguous(p.grad)
+            p.grad = contiguous(p.grad)
             grads.append(_flat(p.grad))
-    total = math.sqrt(sum(K.sum_of_squares(g) for g in grads))
+    total = math.sqrt(sum(KERNELS["sum_of_squares"](g) for g in grads))
     coef = max_norm / (total + 1e-6)
     if coef < 1.0:
         for g in grads:
-            K.scale(g, coef)
+            KERNELS["scale"](g, coef)
     return total

@@ -13,7 +13,7 @@ with slots laid out as  [parameters | inputs | constants | ops in topological or
 (`compile` picks the topological order that sorts ops by depth: see `_by_depth` for why).
 Every operand comes before its node, so one loop forward computes everything, and one loop backward
 (from the loss down) applies the chain rule, just as `Value.backward` does. Those two loops are tiny
-interpreters, `forward_kernel` and `backward_kernel`, compiled by numba (`teenygrad._jit.kernel`): no
+interpreters, `forward_kernel` and `backward_kernel`, compiled by numba (`teenygrad.kernels.kernel`): no
 Python object is touched per node. (`forward_runs`/`backward_runs` run the same loops faster, testing the
 opcode once per run of equal opcodes rather than once per node.) Parameters and inputs are contiguous slots, so feeding an example is
 one array copy and an SGD step is one loop over the parameter slots.
@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from teenygrad._jit import kernel
+from teenygrad.kernels.jit import kernel
 from teenygrad.value import Value, topological_order
 
 # --- opcodes --------------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad._jit import kernel
+from teenygrad.kernels.jit import kernel
 from teenygrad.tape import ADD, MUL, OP_NAMES, Tape, _python, backward_kernel, forward_kernel, sgd_kernel, zero_and_seed
 
 DOT = len(OP_NAMES)  # the next free opcode: not a Value op, only fused tapes have it

@@ -1,12 +1,12 @@
-"""The Tensor: a flat buffer seen through a shape, strides and an offset.
+"""The Tensor (chapter 2): a flat buffer seen through a shape, strides and an offset.
 
     element (i0, ..., ik)  =  buffer[offset + i0*strides[0] + ... + ik*strides[k]]      (strides in elements)
 
 A contiguous (2, 3) tensor has strides (3, 1). Its transpose is the *same buffer* with shape (3, 2) and
 strides (1, 3): no element moves. Slicing, permuting, expanding (stride 0 repeats an element) and most
 reshapes are such views: they build a new (shape, strides, offset) and copy nothing. Arithmetic runs in
-teenygrad's own kernels (`teenygrad.kernels`), dispatched from `teenygrad.dispatch`; numpy only holds
-the buffer and converts data in and out.
+teenygrad's own kernels (`teenygrad.kernels`), launched by the op layer (`teenygrad.ops`, one module per
+family of ops, each op's gradient rule beside it); numpy only holds the buffer and converts data in and out.
 
 dtypes: float32 (the default for floats), float64 (for gradient checks), int64 (indices). Comparisons
 (==, <, ...) return 0/1 tensors of the operands' dtype, not bools: masks then multiply directly.
@@ -20,7 +20,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from teenygrad.kernels.layout import contiguous_strides, is_contiguous, prod
+from teenygrad import autograd
+from teenygrad.kernels.layout import contiguous_strides, is_contiguous, prod, shape_args
 from teenygrad.tensor_views import TensorViews
 
 float32, float64, int64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -191,6 +192,10 @@ class Tensor(TensorViews):
     def _record_view(self, op: str, out: Tensor, **saved: object) -> Tensor:
         return autograd.record(op, out, (self,), **saved)
 
+    def _add_into(self, other: Tensor) -> None:
+        """self += other in place, for the backward pass summing gradients into a buffer it owns."""
+        elementwise.add_into(self, other)
+
     # ---- dtype and layout ----------------------------------------------------------------------------
     def to(self, dtype: object) -> Tensor:
         """This tensor in another dtype (itself when the dtype already matches; else a converted copy)."""
@@ -199,7 +204,7 @@ class Tensor(TensorViews):
         dt = as_dtype(dtype)
         if dt == self.dtype:
             return self
-        out = dispatch.contiguous(self, dt)
+        out = buffers.copy(self, dt)
         return autograd.record("cast", out, (self,), dtype=self.dtype) if self._requires_grad and dt != int64 else out
 
     def float(self) -> Tensor:
@@ -216,7 +221,7 @@ class Tensor(TensorViews):
         return self if self.is_contiguous() else self.clone()
 
     def clone(self) -> Tensor:
-        out = dispatch.contiguous(self)
+        out = buffers.copy(self)
         return autograd.record("copy", out, (self,)) if self._requires_grad else out
 
     def _write(self, target: Tensor, value: Tensor | Scalar) -> None:
@@ -227,59 +232,59 @@ class Tensor(TensorViews):
             raise RuntimeError("setitem: in-place writes are not recorded by autograd, so a tensor that requires "
                                "grad cannot be written into or copied from; use no_grad() (e.g. for a parameter "
                                "update) or build a new tensor with cat/stack")
-        dispatch.copy_into(src, target)
+        buffers.copy_into(src, target)
         autograd.bump_version(self._buf)  # a saved copy of the old values is now stale: backward will say so
 
     # ---- elementwise math (kernels: teenygrad.kernels.elementwise) -----------------------------------------
     def neg(self) -> Tensor:
-        return dispatch.unary("neg", self)
+        return elementwise.unary("neg", self)
 
     def exp(self) -> Tensor:
-        return dispatch.unary("exp", self)
+        return elementwise.unary("exp", self)
 
     def log(self) -> Tensor:
         """Natural logarithm (log 0 = -inf, log of a negative number = nan)."""
-        return dispatch.unary("log", self)
+        return elementwise.unary("log", self)
 
     def sqrt(self) -> Tensor:
-        return dispatch.unary("sqrt", self)
+        return elementwise.unary("sqrt", self)
 
     def tanh(self) -> Tensor:
-        return dispatch.unary("tanh", self)
+        return elementwise.unary("tanh", self)
 
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-x)), computed without overflow for large |x|."""
-        return dispatch.unary("sigmoid", self)
+        return elementwise.unary("sigmoid", self)
 
     def relu(self) -> Tensor:
         """max(x, 0)."""
-        return dispatch.unary("relu", self)
+        return elementwise.unary("relu", self)
 
     def gelu(self) -> Tensor:
         """GELU, *tanh approximation* (as in GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-        return dispatch.unary("gelu", self)
+        return elementwise.unary("gelu", self)
 
     def abs(self) -> Tensor:
-        return dispatch.unary("abs", self)
+        return elementwise.unary("abs", self)
 
     def add(self, other: Tensor | Scalar) -> Tensor:
-        return dispatch.binary("add", self, other)
+        return elementwise.binary("add", self, other)
 
     def sub(self, other: Tensor | Scalar) -> Tensor:
-        return dispatch.binary("sub", self, other)
+        return elementwise.binary("sub", self, other)
 
     def mul(self, other: Tensor | Scalar) -> Tensor:
-        return dispatch.binary("mul", self, other)
+        return elementwise.binary("mul", self, other)
 
     def div(self, other: Tensor | Scalar) -> Tensor:
-        return dispatch.binary("div", self, other)
+        return elementwise.binary("div", self, other)
 
     def pow(self, other: Tensor | Scalar) -> Tensor:
-        return dispatch.binary("pow", self, other)
+        return elementwise.binary("pow", self, other)
 
     def maximum(self, other: Tensor | Scalar) -> Tensor:
         """Elementwise max(a, b) (with broadcasting); nan if either is nan."""
-        return dispatch.binary("maximum", self, other)
+        return elementwise.binary("maximum", self, other)
 
     __neg__, __abs__ = neg, abs
 
@@ -302,53 +307,53 @@ class Tensor(TensorViews):
     def __ge__(self, o): return _binary_or_not("ge", self, o)
 
     def __matmul__(self, other: Tensor) -> Tensor:
-        return dispatch.matmul(self, other) if isinstance(other, Tensor) else NotImplemented
+        return matmul_ops.matmul(self, other) if isinstance(other, Tensor) else NotImplemented
 
     def __rmatmul__(self, other: Tensor) -> Tensor:
-        return dispatch.matmul(other, self) if isinstance(other, Tensor) else NotImplemented
+        return matmul_ops.matmul(other, self) if isinstance(other, Tensor) else NotImplemented
 
     def matmul(self, other: Tensor) -> Tensor:
         """Matrix product with numpy's rules (batch dims broadcast; 1-D operands are vectors)."""
-        return dispatch.matmul(self, other)
+        return matmul_ops.matmul(self, other)
 
     # ---- reductions (kernels: teenygrad.kernels.reduce) ----------------------------------------------------
     def sum(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
         """Sum over `axis` (an int, a tuple of ints, or None = all); keepdim leaves size-1 axes in place."""
-        return dispatch.reduce("sum", self, axis, keepdim)
+        return reductions.reduce("sum", self, axis, keepdim)
 
     def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
         """Largest element over `axis`. Its gradient goes to the first maximum (argmax's rule) on ties."""
-        return dispatch.reduce("max", self, axis, keepdim)
+        return reductions.reduce("max", self, axis, keepdim)
 
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
-        return dispatch.mean(self, axis, keepdim)
+        return reductions.mean(self, axis, keepdim)
 
     def argmax(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
         """int64 position of the (first) largest element; over several axes, the position in those axes
         flattened in row-major order (like numpy on a reshaped array)."""
-        return dispatch.reduce("argmax", self, axis, keepdim)
+        return reductions.reduce("argmax", self, axis, keepdim)
 
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x - max) / sum(exp(x - max)) along `axis`: subtracting the max keeps exp from overflowing."""
-        return dispatch.softmax("softmax", self, axis)
+        return reductions.softmax("softmax", self, axis)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """(x - max) - log(sum(exp(x - max))) along `axis`: never log(0), never overflow."""
-        return dispatch.softmax("log_softmax", self, axis)
+        return reductions.softmax("log_softmax", self, axis)
 
     # ---- indexing (kernels: teenygrad.kernels.movement) ----------------------------------------------------
     def gather(self, axis: int, index: Tensor) -> Tensor:
         """out[i][j] = self[index[i][j]][j] for axis 0 (and likewise for other axes); out has index's shape."""
-        return dispatch.gather(self, axis, index)
+        return movement.gather(self, axis, index)
 
     def index_select(self, axis: int, index: Tensor | Sequence[int]) -> Tensor:
         """Whole slices along `axis` picked by an int64 index: an embedding lookup is
         `table.index_select(0, token_ids)` of shape token_ids.shape + (dim,)."""
-        return dispatch.index_select(self, axis, index)
+        return movement.index_select(self, axis, index)
 
     def cross_entropy(self, targets: Tensor) -> Tensor:
         """Mean over rows of -log softmax(self)[target] for logits (..., C) and int64 class targets (...)."""
-        return dispatch.cross_entropy(self, targets)
+        return losses.cross_entropy(self, targets)
 
 
 def _binary_or_not(op: str, a: object, b: object) -> Tensor:
@@ -357,7 +362,7 @@ def _binary_or_not(op: str, a: object, b: object) -> Tensor:
     for x in (a, b):
         if not isinstance(x, (Tensor, int, float, np.integer, np.floating)) or isinstance(x, bool):
             return NotImplemented
-    return dispatch.binary(op, a, b)
+    return elementwise.binary(op, a, b)
 
 
 # ---- creation -------------------------------------------------------------------------------------------
@@ -387,11 +392,11 @@ def full(shape: Sequence[int] | int, value: Scalar, dtype: object = None) -> Ten
 
 
 def zeros(*shape: int | Sequence[int], dtype: object = None) -> Tensor:
-    return full(_shape(shape), 0.0, _dtype_or_default(dtype))
+    return full(shape_args(shape), 0.0, _dtype_or_default(dtype))
 
 
 def ones(*shape: int | Sequence[int], dtype: object = None) -> Tensor:
-    return full(_shape(shape), 1.0, _dtype_or_default(dtype))
+    return full(shape_args(shape), 1.0, _dtype_or_default(dtype))
 
 
 def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: object = None) -> Tensor:
@@ -407,7 +412,7 @@ def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random
     dt = _dtype_or_default(dtype)
     if dt == int64:
         raise TypeError("rand: dtype must be float32 or float64")
-    shape = _shape(shape)
+    shape = shape_args(shape)
     return Tensor._contiguous((generator or _generator).random(prod(shape), dtype=dt), shape)
 
 
@@ -416,29 +421,26 @@ def randn(*shape: int | Sequence[int], dtype: object = None, generator: np.rando
     dt = _dtype_or_default(dtype)
     if dt == int64:
         raise TypeError("randn: dtype must be float32 or float64")
-    shape = _shape(shape)
+    shape = shape_args(shape)
     return Tensor._contiguous((generator or _generator).standard_normal(prod(shape), dtype=dt), shape)
-
-
-def _shape(args: tuple) -> tuple[int, ...]:
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = tuple(args[0])
-    return tuple(int(a) for a in args)
 
 
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Concatenate along an existing axis."""
-    return dispatch.cat(tensors, axis)
+    return movement.cat(tensors, axis)
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Stack same-shaped tensors along a new axis."""
-    return dispatch.stack(tensors, axis)
+    return movement.stack(tensors, axis)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean over rows of -log softmax(logits)[target]; fused and stable (see Tensor.cross_entropy)."""
-    return dispatch.cross_entropy(logits, targets)
+    return losses.cross_entropy(logits, targets)
 
 
-from teenygrad import autograd, dispatch  # noqa: E402 - both build Tensors, so they import this module first
+# The op layer builds Tensors, so it imports this module; the methods above call it. Imported last, when
+# Tensor exists: the one import loop in teenygrad, Tensor <-> ops.
+from teenygrad.ops import buffers, elementwise, losses, movement, reductions  # noqa: E402
+from teenygrad.ops import matmul as matmul_ops  # noqa: E402

@@ -1,4 +1,4 @@
-"""Views: new (shape, strides, offset) over the same buffer; nothing is copied.
+"""Views (chapter 2): new (shape, strides, offset) over the same buffer; nothing is copied.
 
     t.T                 shape (3, 2), strides (1, 3)   from shape (2, 3), strides (3, 1)
     t[:, ::2]           stride of axis 1 doubles
@@ -8,7 +8,7 @@
 
 `TensorViews` is a mixin of `Tensor`: it needs only `_make`, `shape`, `strides`, `offset` and `_buf`, plus,
 for autograd, `_requires_grad` and `_record_view` (each view of a tensor that requires grad records a node
-whose rule moves the gradient back through the same index map; see `teenygrad.autograd.RULES`).
+whose rule moves the gradient back through the same index map; see `teenygrad.ops.movement`).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from teenygrad.kernels.layout import contiguous_strides, normalize_axis, prod, view_strides
+from teenygrad.kernels.layout import contiguous_strides, normalize_axis, prod, shape_args, view_strides
 
 
 class TensorViews:
@@ -26,7 +26,7 @@ class TensorViews:
     def reshape(self, *shape: int | Sequence[int]) -> TensorViews:
         """Same elements (in row-major order), new shape; one size may be -1 (inferred).
         A view when the strides allow it, otherwise a copy."""
-        new = self._infer_shape(_shape_args(shape), "reshape")
+        new = self._infer_shape(shape_args(shape), "reshape")
         # a contiguous tensor always views as any shape (the common case, so it skips the general walk)
         strides = contiguous_strides(new) if self.is_contiguous() else view_strides(self.shape, self.strides, new)
         if strides is None:  # the layout cannot be walked with new strides: copy, then view the copy
@@ -38,7 +38,7 @@ class TensorViews:
 
     def view(self, *shape: int | Sequence[int]) -> TensorViews:
         """Like reshape, but never copies: raises if the layout does not allow a view."""
-        new = self._infer_shape(_shape_args(shape), "view")
+        new = self._infer_shape(shape_args(shape), "view")
         strides = view_strides(self.shape, self.strides, new)
         if strides is None:
             raise ValueError(f"view: shape {new} is not compatible with the strides {self.strides} of shape "
@@ -60,7 +60,7 @@ class TensorViews:
 
     def permute(self, *dims: int | Sequence[int]) -> TensorViews:
         """Reorder axes: result axis i is input axis dims[i]."""
-        order = tuple(normalize_axis(d, self.ndim, "permute") for d in _shape_args(dims))
+        order = tuple(normalize_axis(d, self.ndim, "permute") for d in shape_args(dims))
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permute: {tuple(dims)} is not a permutation of the {self.ndim} axes")
         out = self._make(self._buf, tuple(self.shape[d] for d in order),
@@ -82,7 +82,7 @@ class TensorViews:
     def expand(self, *sizes: int | Sequence[int]) -> TensorViews:
         """Repeat size-1 axes (and add leading axes) without copying: their stride becomes 0.
         -1 keeps a size."""
-        sizes = _shape_args(sizes)
+        sizes = shape_args(sizes)
         if len(sizes) < self.ndim:
             raise ValueError(f"expand: cannot expand shape {self.shape} to {sizes} (fewer dimensions)")
         pad = len(sizes) - self.ndim
@@ -137,23 +137,16 @@ class TensorViews:
         if isinstance(key, (TensorViews, list, np.ndarray)):
             return self.index_select(0, key)
         key = key if isinstance(key, tuple) else (key,)
-        out = _basic_index(self, key)
+        out = basic_index(self, key)
         return self._record_view("index", out, shape=self.shape, key=key) if self._requires_grad else out
 
     def __setitem__(self, key: object, value: object) -> None:
         """Write into a view: t[0] = 1.0, t[:, 2:4] = other (broadcast to the view's shape)."""
-        target = _basic_index(self, key if isinstance(key, tuple) else (key,))
+        target = basic_index(self, key if isinstance(key, tuple) else (key,))
         self._write(target, value)
 
 
-def _shape_args(args: tuple) -> tuple[int, ...]:
-    """Allow both f(2, 3) and f((2, 3))."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = tuple(args[0])
-    return tuple(operator.index(a) for a in args)
-
-
-def _basic_index(t: TensorViews, key: tuple) -> TensorViews:
+def basic_index(t: TensorViews, key: tuple) -> TensorViews:
     """Resolve ints, slices, None and Ellipsis into a view: walk the key, consuming one axis per int/slice."""
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if consumed > t.ndim:

@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from teenygrad.autograd import no_grad
-from teenygrad.tensor import Tensor, arange, float32, int64, tensor
+from teenygrad.classification import one_hot
+from teenygrad.tensor import Tensor, float32, int64, tensor
 
 __all__ = ["BOUNDARY", "Vocab", "windows", "split", "bigram_counts", "draw", "sample"]
 
@@ -89,19 +90,13 @@ def split(items: Sequence, fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: i
     return tuple([items[i] for i in order[a:b]] for a, b in zip(starts, ends))
 
 
-def one_hot(ids: np.ndarray | Tensor, num: int) -> Tensor:
-    """(n, num) float32 with a 1 in column ids[i] of row i: one broadcast comparison."""
-    ids = ids if isinstance(ids, Tensor) else tensor(np.asarray(ids, dtype=np.int64))
-    return (ids.reshape(-1, 1) == arange(num)).to(float32)
-
-
 def bigram_counts(first: np.ndarray | Tensor, second: np.ndarray | Tensor, num: int) -> Tensor:
     """N (num, num) float32, N[a, b] = how many i have first[i] = a and second[i] = b.
 
     One matrix product: N = onehot(first)^T onehot(second), since entry (a, b) adds 1 for exactly those rows.
     The counts are exact in float32 up to 2^24 pairs.
     """
-    return one_hot(first, num).T @ one_hot(second, num)
+    return one_hot(first, num).T @ one_hot(second, num)  # chapter 4's one_hot
 
 
 def draw(logits: Tensor, u: Tensor | np.ndarray, temperature: float = 1.0) -> Tensor:

@@ -10,7 +10,8 @@ from hypothesis.extra import numpy as hnp
 
 import teenygrad as tg
 from teenygrad import Tensor
-from teenygrad.autograd import RULES, unbroadcast
+from teenygrad.ops import RULES
+from teenygrad.ops.movement import unbroadcast
 
 
 def leaf(values, dtype=tg.float64) -> Tensor:

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from autograder.judges import judge, write_cases
 from autograder.judges.kernels import PARTS, RELU_VIEWS, SPEED_SIZE, SUM_VIEWS, _matmul, _relu, _sum
-from teenygrad._jit import JIT_ENABLED
+from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.grading import GRADING_DIR_ENV
 from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
@@ -93,7 +93,7 @@ def test_cases_cover_the_edge_cases():
 # --- the solutions notebook against the judge ----------------------------------------------------------
 
 def _kernel_without_cache(fn=None, *, parallel=False, fastmath=False):
-    """teenygrad._jit.kernel without the disk cache, which needs a source file (exec'd cells have none)."""
+    """teenygrad.kernels.kernel without the disk cache, which needs a source file (exec'd cells have none)."""
     wrap = numba.njit(parallel=parallel, fastmath=fastmath) if JIT_ENABLED else (lambda f: f)
     return wrap(fn) if fn is not None else wrap
 

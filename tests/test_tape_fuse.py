@@ -244,7 +244,8 @@ def test_fused_digits_tape_and_errors():
 def test_fused_tape_without_jit_in_a_subprocess():
     script = """
 import numpy as np
-from teenygrad import _jit, tape as T
+from teenygrad import tape as T
+from teenygrad.kernels import jit as _jit
 from teenygrad.value import Value
 from teenygrad.value_nn import MLP, cross_entropy
 assert not _jit.JIT_ENABLED

@@ -76,7 +76,7 @@ import json, time
 t0 = time.perf_counter()
 import teenygrad as tg
 from teenygrad import Tensor
-from teenygrad._jit import JIT_ENABLED
+from teenygrad.kernels.jit import JIT_ENABLED
 t_import = time.perf_counter() - t0
 x = Tensor([[1.0, -2.0, 3.0], [0.5, 0.0, -1.0]])
 out = {

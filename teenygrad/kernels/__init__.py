@@ -1,4 +1,4 @@
-"""The kernel registry: which function computes each op, and how to swap in your own.
+"""The kernel registry (chapter 3): which function computes each op, and how to swap in your own.
 
 Every Tensor op looks up its kernel here by name at call time, in the dict `KERNELS`. To try your own
 kernel, swap it in for a `with` block; the previous kernel comes back afterwards, even on an error:
@@ -9,7 +9,9 @@ kernel, swap it in for a `with` block; the previous kernel comes back afterwards
 
 A kernel never allocates its output and never sees a Tensor: the Tensor hands it flat numpy buffers,
 integer shapes/strides and a preallocated `out`, and the kernel fills `out`. Kernels may be plain Python
-(slow but fine for small tests) or decorated with `teenygrad._jit.kernel` to compile them with numba.
+(slow but fine for small tests) or decorated with `teenygrad.kernels.kernel` to compile them with numba.
+`KERNELS` below is the whole table, forward and backward, fused ones included: every op in `teenygrad.ops`
+calls its kernels through it, so `use` can swap any of them.
 
 Calling conventions
 -------------------
@@ -42,6 +44,13 @@ Movement (see `movement.py`):
     copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)     dst(i) = src(i)
     gather(x, idx, out, outer, n_src, n_idx, inner)                           out[o,k,i] = x[o,idx[o,k,i],i]
     index_select(x, idx, out, outer, n_src, inner)                            out[o,k,i] = x[o,idx[k],i]
+    scatter_add, index_add: their backwards (same arguments, `out` zeroed, `+=` instead of `=`)
+Backward kernels beside their forwards: gelu_backward (binary convention, out = g * gelu'(x));
+    softmax_backward / log_softmax_backward(y, g, M, N, dx) (see `softmax.py`).
+Losses (see `loss.py`): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx).
+Fused transformer ops (see `fused.py`): add_bias, layer_norm, rms_norm, attention, each with its _backward,
+    and attention_cached.
+Optimizer updates (see `optim.py`): sgd, adam, and sum_of_squares / scale for gradient clipping.
 """
 from __future__ import annotations
 
@@ -49,9 +58,8 @@ import functools
 from typing import Callable, ContextManager
 
 from teenygrad._swap import swapped
-
-from teenygrad.kernels import elementwise, movement, reduce, softmax
-
+from teenygrad.kernels import elementwise, fused, loss, movement, optim, reduce, softmax
+from teenygrad.kernels.jit import kernel
 from teenygrad.kernels.matmul import matmul, matmul_batched
 
 
@@ -60,13 +68,25 @@ def _comparison(code: int) -> Callable:
 
 
 KERNELS: dict[str, Callable] = {
-    **elementwise.UNARY,
-    **elementwise.BINARY,
+    # elementwise (elementwise.py): out = f(x), out = f(a, b), comparisons; gelu's derivative
+    **elementwise.UNARY, **elementwise.BINARY,
     **{name: _comparison(code) for code, name in enumerate(elementwise.COMPARISONS)},
+    "gelu_backward": elementwise.gelu_backward,
+    # reductions over the last axis of an (M, N) view (reduce.py), row-wise softmax and its backward (softmax.py)
     "sum": reduce.sum, "max": reduce.max, "argmax": reduce.argmax,
     "softmax": softmax.softmax, "log_softmax": softmax.log_softmax,
+    "softmax_backward": softmax.softmax_backward, "log_softmax_backward": softmax.log_softmax_backward,
+    # matrix products (matmul.py)
     "matmul": matmul, "matmul_batched": matmul_batched,
+    # movement (movement.py): copies and casts, indexing, and the backward of indexing
     "copy": movement.copy, "gather": movement.gather, "index_select": movement.index_select,
+    "scatter_add": movement.scatter_add, "index_add": movement.index_add,
+    # losses (loss.py)
+    "cross_entropy": loss.cross_entropy, "cross_entropy_backward": loss.cross_entropy_backward,
+    # the transformer's fused ops (fused.py), forward and backward
+    **fused.KERNELS,
+    # optimizer updates (optim.py)
+    "sgd": optim.sgd, "adam": optim.adam, "sum_of_squares": optim.sum_of_squares, "scale": optim.scale,
 }
 
 DEFAULTS: dict[str, Callable] = dict(KERNELS)
@@ -94,4 +114,4 @@ def reset() -> None:
     KERNELS.update(DEFAULTS)
 
 
-__all__ = ["KERNELS", "DEFAULTS", "get", "use", "reset"]
+__all__ = ["KERNELS", "DEFAULTS", "get", "use", "reset", "kernel"]

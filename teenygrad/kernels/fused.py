@@ -12,7 +12,17 @@ h of token t lands at y[b, t, h*hs:(h+1)*hs], which is already the layout the ne
 
 Every kernel comes twice: a serial body that does rows (or heads) lo..hi, and a parallel driver that
 splits them among threads. Waking threads costs microseconds, and much more on a busy machine, so small
-tensors (a one-name batch) run the body directly: `run(kernel, work, ...)` picks.
+tensors (a one-name batch) run the body directly. The launchers at the end pick (`parallel_pays`), and they
+are what the kernel table (`teenygrad.kernels.KERNELS`) holds:
+
+    add_bias(y, b)                                  y (R, C) += b (C,), in place: a linear layer's bias
+    layer_norm(x, w, b, eps, y, mean, rstd)         x, y (R, C); w, b (C,); mean, rstd (R,) written
+    layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db)     dx (R, C) written; dw, db (C,) added into
+    rms_norm(x, w, eps, y, rstd)                    rms_norm_backward_serial(x, w, rstd, g, dx, dw)
+    attention(qkv, nh, y, att)                      qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T)
+    attention_backward_serial(qkv, att, g, dqkv)           g (B, T, C) -> dqkv (B, T, 3C)
+    attention_cached(qkv, kc, vc, start, nh, y)     generation against a KV cache (no backward)
+All arrays are C-contiguous numpy arrays of one float dtype.
 """
 from __future__ import annotations
 
@@ -20,11 +30,8 @@ import math
 
 import numpy as np
 
-from teenygrad._jit import JIT_ENABLED, kernel, prange
+from teenygrad.kernels.jit import CHUNKS, JIT_ENABLED, kernel, parallel_pays, prange
 from teenygrad.kernels.matmul import matmul_tiled_into, tiled_buffers
-
-PARALLEL_MIN_WORK = 1 << 16  # below ~65k multiply-adds a kernel runs on the calling thread alone
-CHUNKS = 16                   # tasks per parallel call: a few per thread, so an unlucky thread catches up
 
 if JIT_ENABLED:
     from llvmlite import ir as _llvm_ir
@@ -39,7 +46,7 @@ parallel = kernel(parallel=True, fastmath=True, numpy_errors=True)
 # ---- linear: the bias add ------------------------------------------------------------------------------
 
 @fast
-def add_rows(y, b, lo, hi):
+def add_bias_serial(y, b, lo, hi):
     """y[r, :] += b for rows lo..hi of y (R, C): the bias of a linear layer, added in place."""
     for r in range(lo, hi):
         for c in range(y.shape[1]):
@@ -47,16 +54,16 @@ def add_rows(y, b, lo, hi):
 
 
 @parallel
-def add_rows_parallel(y, b):
+def add_bias_parallel(y, b):
     R = y.shape[0]
     for k in prange(CHUNKS):
-        add_rows(y, b, k * R // CHUNKS, (k + 1) * R // CHUNKS)
+        add_bias_serial(y, b, k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
 # ---- layer norm: y = (x - mean) / sqrt(var + eps) * w + b ----------------------------------------------
 
 @fast
-def layer_norm_forward(x, w, b, eps, y, mean, rstd, lo, hi):
+def layer_norm_forward_serial(x, w, b, eps, y, mean, rstd, lo, hi):
     """Rows lo..hi of x, y (R, C); w, b (C,); writes y and each row's mean and rstd = 1 / sqrt(var + eps)."""
     C = x.shape[1]
     for r in range(lo, hi):
@@ -78,11 +85,11 @@ def layer_norm_forward(x, w, b, eps, y, mean, rstd, lo, hi):
 def layer_norm_forward_parallel(x, w, b, eps, y, mean, rstd):
     R = x.shape[0]
     for k in prange(CHUNKS):
-        layer_norm_forward(x, w, b, eps, y, mean, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
+        layer_norm_forward_serial(x, w, b, eps, y, mean, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
 @fast
-def layer_norm_backward(x, w, mean, rstd, g, dx, dw, db, lo, hi):
+def layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db, lo, hi):
     """Rows lo..hi. With xhat = (x - mean) * rstd and gh = g * w (per row):
         dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
         dw += sum over the rows of g * xhat,   db += sum over the rows of g   (dw, db: (C,))"""
@@ -111,7 +118,7 @@ def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db):
     R, C = x.shape
     dw_parts, db_parts = np.zeros((CHUNKS, C), dw.dtype), np.zeros((CHUNKS, C), db.dtype)
     for k in prange(CHUNKS):
-        layer_norm_backward(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
+        layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
     for k in range(CHUNKS):
         for c in range(C):
             dw[c] += dw_parts[k, c]
@@ -121,7 +128,7 @@ def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db):
 # ---- RMS norm: y = x / sqrt(mean(x^2) + eps) * w -------------------------------------------------------
 
 @fast
-def rms_norm_forward(x, w, eps, y, rstd, lo, hi):
+def rms_norm_forward_serial(x, w, eps, y, rstd, lo, hi):
     C = x.shape[1]
     for r in range(lo, hi):
         ss = 0.0
@@ -137,11 +144,11 @@ def rms_norm_forward(x, w, eps, y, rstd, lo, hi):
 def rms_norm_forward_parallel(x, w, eps, y, rstd):
     R = x.shape[0]
     for k in prange(CHUNKS):
-        rms_norm_forward(x, w, eps, y, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
+        rms_norm_forward_serial(x, w, eps, y, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
 @fast
-def rms_norm_backward(x, w, rstd, g, dx, dw, lo, hi):
+def rms_norm_backward_serial(x, w, rstd, g, dx, dw, lo, hi):
     """With xhat = x * rstd and gh = g * w:  dx = rstd * (gh - xhat * mean(gh * xhat)),  dw += sum g * xhat."""
     C = x.shape[1]
     for r in range(lo, hi):
@@ -162,7 +169,7 @@ def rms_norm_backward_parallel(x, w, rstd, g, dx, dw):
     R, C = x.shape
     dw_parts = np.zeros((CHUNKS, C), dw.dtype)
     for k in prange(CHUNKS):
-        rms_norm_backward(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
+        rms_norm_backward_serial(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
     for k in range(CHUNKS):
         for c in range(C):
             dw[c] += dw_parts[k, c]
@@ -265,7 +272,7 @@ def softmax_causal_backward(p, dp, scale):
 
 
 @fast
-def attention_forward(qkv, nh, y, att, lo, hi):
+def attention_forward_serial(qkv, nh, y, att, lo, hi):
     """Pairs bh = b * nh + h in lo..hi. qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T), the
     probabilities (0 above the diagonal). For one pair: S = q k^T, P = softmax(S / sqrt(hs)) over
     j <= i, y = P v."""
@@ -287,11 +294,11 @@ def attention_forward(qkv, nh, y, att, lo, hi):
 def attention_forward_parallel(qkv, nh, y, att):
     pairs = qkv.shape[0] * nh
     for k in prange(CHUNKS):
-        attention_forward(qkv, nh, y, att, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
+        attention_forward_serial(qkv, nh, y, att, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
 
 
 @fast
-def attention_backward(qkv, att, g, dqkv, lo, hi):
+def attention_backward_serial(qkv, att, g, dqkv, lo, hi):
     """Pairs lo..hi. g = dL/dy (B, T, C) -> dqkv (B, T, 3C). With P the saved probabilities:
         dP = g v^T,  dv = P^T g,  dS = P * (dP - rowsum(dP * P)) / sqrt(hs),  dq = dS k,  dk = dS^T q."""
     B, T, C3 = qkv.shape
@@ -316,68 +323,7 @@ def attention_backward(qkv, att, g, dqkv, lo, hi):
 def attention_backward_parallel(qkv, att, g, dqkv):
     pairs = qkv.shape[0] * att.shape[1]
     for k in prange(CHUNKS):
-        attention_backward(qkv, att, g, dqkv, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
-
-
-# ---- GELU (tanh approximation) in float32, elementwise over flat contiguous data ------------------------
-
-@fast
-def tanh32(x):
-    """tanh by a rational approximation (Eigen's float32 one, max error 4e-7), which the compiler can
-    vectorise, unlike a call to libm's tanh per element."""
-    x = min(max(x, np.float32(-7.9053111)), np.float32(7.9053111))
-    x2 = x * x
-    p = np.float32(-2.76076847742355e-16)
-    p = p * x2 + np.float32(2.00018790482477e-13)
-    p = p * x2 + np.float32(-8.60467152213735e-11)
-    p = p * x2 + np.float32(5.12229709037114e-08)
-    p = p * x2 + np.float32(1.48572235717979e-05)
-    p = p * x2 + np.float32(6.37261928875436e-04)
-    p = p * x2 + np.float32(4.89352455891786e-03)
-    q = np.float32(1.19825839466702e-06)
-    q = q * x2 + np.float32(1.18534705686654e-04)
-    q = q * x2 + np.float32(2.26843463243900e-03)
-    q = q * x2 + np.float32(4.89352518554385e-03)
-    return x * p / q
-
-
-K = np.float32(0.7978845608028654)  # sqrt(2 / pi)
-
-
-@fast
-def gelu32_forward(x, out, lo, hi):
-    """out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) on elements lo..hi.
-    (The loop runs over slices from 0: with x[i] for i in lo..hi the compiler must allow for negative
-    indices, keeps numpy's wraparound check per element and does not vectorise; 5x slower measured.)"""
-    x, out = x[lo:hi], out[lo:hi]
-    for i in range(x.size):
-        v = x[i]
-        out[i] = np.float32(0.5) * v * (np.float32(1.0) + tanh32(K * (v + np.float32(0.044715) * v * v * v)))
-
-
-@parallel
-def gelu32_forward_parallel(x, out):
-    n = x.size
-    for k in prange(CHUNKS):
-        gelu32_forward(x, out, k * n // CHUNKS, (k + 1) * n // CHUNKS)
-
-
-@fast
-def gelu32_backward(x, g, out, lo, hi):
-    """out = g * gelu'(x) = g (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))."""
-    x, g, out = x[lo:hi], g[lo:hi], out[lo:hi]  # slices from 0: vectorises (see gelu32_forward)
-    for i in range(x.size):
-        v = x[i]
-        t = tanh32(K * (v + np.float32(0.044715) * v * v * v))
-        out[i] = g[i] * (np.float32(0.5) * (np.float32(1.0) + t) + np.float32(0.5) * v * (np.float32(1.0) - t * t)
-                         * K * (np.float32(1.0) + np.float32(3.0 * 0.044715) * v * v))
-
-
-@parallel
-def gelu32_backward_parallel(x, g, out):
-    n = x.size
-    for k in prange(CHUNKS):
-        gelu32_backward(x, g, out, k * n // CHUNKS, (k + 1) * n // CHUNKS)
+        attention_backward_serial(qkv, att, g, dqkv, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
 
 
 # ---- attention against a KV cache (generation) ------------------------------------------------------------
@@ -419,3 +365,58 @@ def attention_cached(qkv, kc, vc, start, nh, y):
                     p = s[j] / tot
                     for d in range(hs):
                         y_row[h * hs + d] += p * values[j, d]
+
+
+# ---- the launchers: serial body or parallel driver, by the size of the call ---------------------------------
+
+def add_bias(y, b):
+    add_bias_parallel(y, b) if parallel_pays(y.size) else add_bias_serial(y, b, 0, y.shape[0])
+
+
+def layer_norm(x, w, b, eps, y, mean, rstd):
+    if parallel_pays(x.size):
+        layer_norm_forward_parallel(x, w, b, eps, y, mean, rstd)
+    else:
+        layer_norm_forward_serial(x, w, b, eps, y, mean, rstd, 0, x.shape[0])
+
+
+def layer_norm_backward(x, w, mean, rstd, g, dx, dw, db):
+    if parallel_pays(g.size):
+        layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db)
+    else:
+        layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db, 0, x.shape[0])
+
+
+def rms_norm(x, w, eps, y, rstd):
+    if parallel_pays(x.size):
+        rms_norm_forward_parallel(x, w, eps, y, rstd)
+    else:
+        rms_norm_forward_serial(x, w, eps, y, rstd, 0, x.shape[0])
+
+
+def rms_norm_backward(x, w, rstd, g, dx, dw):
+    if parallel_pays(g.size):
+        rms_norm_backward_parallel(x, w, rstd, g, dx, dw)
+    else:
+        rms_norm_backward_serial(x, w, rstd, g, dx, dw, 0, x.shape[0])
+
+
+def attention(qkv, nh, y, att):
+    B, T, C3 = qkv.shape  # work: the multiply-adds of q k^T under the causal mask, B * T * T/2 * C
+    if parallel_pays(B * T * T * C3 // 6):
+        attention_forward_parallel(qkv, nh, y, att)
+    else:
+        attention_forward_serial(qkv, nh, y, att, 0, B * nh)
+
+
+def attention_backward(qkv, att, g, dqkv):
+    B, T, C3 = qkv.shape  # twice the forward's products
+    if parallel_pays(B * T * T * C3 // 3):
+        attention_backward_parallel(qkv, att, g, dqkv)
+    else:
+        attention_backward_serial(qkv, att, g, dqkv, 0, B * att.shape[1])
+
+
+KERNELS = {"add_bias": add_bias, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
+           "rms_norm": rms_norm, "rms_norm_backward": rms_norm_backward, "attention": attention,
+           "attention_backward": attention_backward, "attention_cached": attention_cached}

@@ -11,6 +11,8 @@ a tighter inner loop and less index arithmetic in the kernel.
 """
 from __future__ import annotations
 
+import operator
+
 from functools import lru_cache
 
 import numpy as np
@@ -161,3 +163,10 @@ def view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Shap
             stride *= new_shape[k]
         oi += 1
     return tuple(new_strides)
+
+
+def shape_args(args: tuple) -> tuple[int, ...]:
+    """A shape given either way, f(2, 3) or f((2, 3)), as a tuple of ints (numpy integers accepted)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(operator.index(a) for a in args)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from teenygrad._jit import JIT_ENABLED, kernel, prange
+from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pays, prange
 
 # ---------------------------------------------------------------------------------------------------
 # Tuning constants. Measured on an AMD EPYC (Zen 4: AVX-512 + FMA, 32 KiB L1d and 1 MiB L2 per core,
@@ -55,10 +55,10 @@ KC = 512    # depth of a packed panel. Each micro-kernel call costs ~60 ns of fi
             # MR x KC block of A it meets (12 KiB) stays in L1.
 NC = 1024   # columns of B packed at a time: the KC x NC block of B (2 MiB float32), in L2 and L3
 
-# Up to this many multiply-adds (M*N*K), threads cost as much as they save: `matmul` stays serial.
+# `matmul` goes parallel when `parallel_pays(M*N*K // 4)`: a multiply-add in the micro-kernel's registers
+# counts a quarter of an element operation (see teenygrad.kernels.jit), so the cut is at 64^3 multiply-adds.
 # (Measured: at 64^3 serial and parallel tie, at 128^3 parallel is ~1.5x faster. On a machine busy with
 # other work, threads that wait for a free core cost far more, another reason to stay serial when small.)
-PARALLEL_THRESHOLD = 64 * 64 * 64
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -390,10 +390,6 @@ def _matmul_parallel(a, b, out, tasks, by_rows):
                 matmul_tiled(a, b[:, lo:hi], out[:, lo:hi])
 
 
-def _num_threads() -> int:
-    return numba.get_num_threads() if JIT_ENABLED else 1
-
-
 def matmul_parallel(a, b, out):
     """`matmul_tiled` on all cores, in one parallel loop: C is cut into one block per thread, and each
     thread runs the serial kernel on its block, out[block] = a[rows] @ b[:, cols].
@@ -404,7 +400,7 @@ def matmul_parallel(a, b, out):
     no locks, no races. One parallel loop per product, not one per packed block, because waking the
     threads costs microseconds each time (much more on a busy machine).
     (A thin Python wrapper: it asks numba for the thread count, which a cached kernel cannot do.)"""
-    _matmul_parallel(a, b, out, _num_threads(), a.shape[0] >= b.shape[1])
+    _matmul_parallel(a, b, out, num_threads(), a.shape[0] >= b.shape[1])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -424,10 +420,10 @@ def matmul(a, b, out):
     """The default kernel: `matmul_parallel`, or `matmul_tiled` for products too small to share out."""
     M, K = a.shape
     N = b.shape[1]
-    if M * N * K <= PARALLEL_THRESHOLD:
-        matmul_tiled(a, b, out)
-    else:
+    if parallel_pays(M * N * K // 4):
         matmul_parallel(a, b, out)
+    else:
+        matmul_tiled(a, b, out)
 
 
 @kernel(parallel=True)
@@ -446,7 +442,7 @@ def matmul_batched(a, b, out):
     batch = a.shape[0]
     if batch == 0:
         return
-    if batch < _num_threads():
+    if batch < num_threads():
         for t in range(batch):
             matmul(a[t], b[t], out[t])
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from teenygrad._jit import kernel
+from teenygrad.kernels.jit import kernel
 
 
 @kernel

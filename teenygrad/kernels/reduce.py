@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from teenygrad._jit import kernel
+from teenygrad.kernels.jit import kernel
 from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
 
 

@@ -6,23 +6,24 @@ with c = max_k x_k. Subtracting the max changes nothing mathematically (it cance
 exponent <= 0, so exp never overflows, and the largest term is exp(0) = 1, so the sum never underflows
 to 0 (the log stays finite).
 
-Calling convention (both kernels):
+Calling convention (both forward kernels):
     fn(x, x_offset, M, sm, N, sn, out)   element (m, n) is x[x_offset + m*sm + n*sn];
                                          out: contiguous (M*N,), row-major, out[m*N + n].
 
 Rows are independent, so for large inputs (the logits of a language model: rows = batch*time,
 N = vocabulary) the rows are split across cores with prange. Each row writes only its own slice of
 `out`, so there are no races. Small inputs stay serial: starting the thread pool costs microseconds.
+
+The backward kernels take the forward's output y and g = dL/dy, both contiguous (M, N), and write dx:
+    softmax_backward(y, g, M, N, dx)        dx = y * (g - sum_n g*y)
+    log_softmax_backward(y, g, M, N, dx)    dx = g - exp(y) * sum_n g
 """
 from __future__ import annotations
 
 import math
 
-from teenygrad._jit import kernel, prange
+from teenygrad.kernels.jit import kernel, parallel_pays, prange
 from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
-
-PARALLEL_MIN_ELEMENTS = 1 << 16
-
 
 @kernel
 def softmax_row(x, base, N, sn, out, o, log):
@@ -62,12 +63,36 @@ def softmax_parallel(x, x_offset, M, sm, N, sn, out, log):
 def softmax(x, x_offset: int, M: int, sm: int, N: int, sn: int, out) -> None:
     if N == 0:
         return
-    run = softmax_parallel if M > 1 and M * N >= PARALLEL_MIN_ELEMENTS else softmax_serial
+    run = softmax_parallel if M > 1 and parallel_pays(M * N) else softmax_serial
     run(x, x_offset, M, sm, N, sn, out, False)
 
 
 def log_softmax(x, x_offset: int, M: int, sm: int, N: int, sn: int, out) -> None:
     if N == 0:
         return
-    run = softmax_parallel if M > 1 and M * N >= PARALLEL_MIN_ELEMENTS else softmax_serial
+    run = softmax_parallel if M > 1 and parallel_pays(M * N) else softmax_serial
     run(x, x_offset, M, sm, N, sn, out, True)
+
+
+@kernel
+def softmax_backward(y, g, M, N, dx):
+    # y_n = e^{x_n} / Z, so dy_n/dx_k = y_n (1[n=k] - y_k) and dx_k = sum_n g_n dy_n/dx_k = y_k (g_k - sum_n g_n y_n)
+    for m in range(M):
+        base = m * N
+        dot = 0.0
+        for n in range(N):
+            dot += g[u(base + n)] * y[u(base + n)]
+        for n in range(N):
+            dx[u(base + n)] = y[u(base + n)] * (g[u(base + n)] - dot)
+
+
+@kernel
+def log_softmax_backward(y, g, M, N, dx):
+    # y_n = x_n - log Z, so dy_n/dx_k = 1[n=k] - softmax_k and dx_k = g_k - softmax_k sum_n g_n; softmax = e^y
+    for m in range(M):
+        base = m * N
+        total = 0.0
+        for n in range(N):
+            total += g[u(base + n)]
+        for n in range(N):
+            dx[u(base + n)] = g[u(base + n)] - math.exp(y[u(base + n)]) * total

@@ -1,0 +1,56 @@
+"""How teenygrad compiles its kernels, and when a kernel is worth running on several threads (chapter 3).
+
+Every kernel is a plain Python function decorated with `@kernel` (or `@kernel(parallel=True)`), importable as
+`from teenygrad.kernels import kernel`. Numba compiles it to machine code on first call and caches the result
+on disk (`cache=True`): in `__pycache__` beside the source, or, when the package directory is read-only, in
+numba's per-user cache directory (set NUMBA_CACHE_DIR to choose another), so a second Python process starts
+without recompiling.
+
+Debugging switch: `TEENYGRAD_JIT=0` (set before importing teenygrad) runs every kernel as plain Python,
+so print() and pdb work inside kernels. Slow, but the results are the same.
+
+Threads: a kernel that comes in a serial and a parallel version asks `parallel_pays(work)` which to run.
+`work` is the call's size in *element operations*: one float read, computed and written counts 1; a tanh or
+an exp inside the loop counts about 8; a matmul's multiply-add counts 1/4 (in registers, 16 lanes at a time).
+Below PARALLEL_MIN_WORK the other thread's wake-up (microseconds, far more on a busy machine) costs more than
+it saves, measured on the kernels of chapters 3 and 9 on 2 cores.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import numba
+
+JIT_ENABLED = os.environ.get("TEENYGRAD_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+prange = numba.prange if JIT_ENABLED else range
+
+PARALLEL_MIN_WORK = 1 << 16  # element operations below which a kernel stays on the calling thread
+CHUNKS = 16                  # tasks per parallel call: a few per thread, so an unlucky thread catches up
+
+
+def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool | set = False,
+           numpy_errors: bool = False) -> Callable:
+    """Compile `fn` with numba (nopython mode, cached on disk), unless TEENYGRAD_JIT=0.
+
+    numpy_errors: x / 0 gives inf or nan as in numpy instead of raising ZeroDivisionError as in Python;
+    the check for a zero divisor is a branch per division, which stops the loop from being vectorised."""
+
+    def wrap(f: Callable) -> Callable:
+        if not JIT_ENABLED:
+            return f
+        return numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True,
+                          error_model="numpy" if numpy_errors else "python")(f)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def num_threads() -> int:
+    """Threads a parallel kernel runs on (1 without the JIT, where prange is range)."""
+    return numba.get_num_threads() if JIT_ENABLED else 1
+
+
+def parallel_pays(work: int) -> bool:
+    """Is a call of `work` element operations (see the module docstring) worth waking the other threads for?"""
+    return JIT_ENABLED and work >= PARALLEL_MIN_WORK

@@ -1,0 +1,51 @@
+"""Cross-entropy (chapters 4 and 6), fused: one kernel forward, one backward (`teenygrad.kernels.loss`).
+
+Composed from ops it would be log_softmax, gather, mean and their three backwards; fused, the forward keeps
+only each row's log-sum-exp and the backward writes softmax - onehot in one pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad import autograd
+from teenygrad.kernels import KERNELS
+from teenygrad.ops.buffers import as_float, cast, contiguous, detached, new
+from teenygrad.ops.elementwise import binary
+from teenygrad.ops.movement import index_tensor
+from teenygrad.ops.reductions import reduce
+from teenygrad.tensor import Tensor
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """mean over rows of -log softmax(logits)[target]: logits (..., C), int64 targets of shape (...).
+
+    Computed as log-sum-exp minus the target's logit, with the max subtracted inside the exp, so huge
+    logits neither overflow nor lose the loss; the backward is softmax - onehot in one kernel."""
+    logits, targets = as_float(logits), index_tensor(targets, "cross_entropy")
+    if logits.ndim == 0 or targets.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy: targets of shape {targets.shape} must be the shape of logits {logits.shape} "
+                         f"without its last (class) axis")
+    x = contiguous(detached(logits))
+    R, C = targets.size, logits.shape[-1]
+    if R == 0 or C == 0:
+        raise ValueError(f"cross_entropy: need at least one row and one class, got logits of shape {logits.shape}")
+    x, t = x.reshape(R, C), targets.reshape(R)
+    lse, losses = np.empty(R), np.empty(R)  # float64 scratch: the kernel's per-row results
+    KERNELS["cross_entropy"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + R], lse, losses)
+    out = cast(binary("mul", reduce("sum", Tensor._contiguous(losses, (R,)), None, False), 1.0 / R), x.dtype)
+    if logits._requires_grad:
+        autograd.record("cross_entropy", out, (logits,), x=x, targets=t, lse=Tensor._contiguous(lse, (R,)),
+                        shape=logits.shape)
+    return out
+
+
+def _cross_entropy_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """d(loss)/d(logits) = g * (softmax(logits) - onehot(targets)) / rows, from the saved per-row lse."""
+    x, t = ctx.x, ctx.targets
+    dx = new(x.shape, x.dtype)
+    KERNELS["cross_entropy_backward"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + t.size],
+                                      ctx.lse._buf, float(g.item()) / t.size, dx._buf)
+    return (dx.reshape(ctx.shape),)
+
+
+RULES = {"cross_entropy": _cross_entropy_backward}  # (softmax - onehot) / rows

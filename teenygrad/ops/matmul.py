@@ -1,0 +1,93 @@
+"""Matrix products (chapters 2, 3 and 6) with numpy's rules, and their gradient: da = g b^T, db = a^T g.
+
+The kernels (`teenygrad.kernels.matmul`, chapter 3) take numpy arrays: (M, K) @ (K, N) into a preallocated
+(M, N), or a batch of them. This launcher folds batch dims into rows where it can (one big product beats many
+small ones) and hands transposed or sliced operands over as strided views, which teenygrad's kernel packs as
+it reads them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad import autograd
+from teenygrad.kernels import DEFAULTS, KERNELS
+from teenygrad.kernels.layout import broadcast_shapes, prod
+from teenygrad.ops.buffers import array, cast, contiguous, detached, new, result_dtype
+from teenygrad.ops.movement import unbroadcast
+from teenygrad.tensor import Tensor, float32, int64
+
+
+def _matrix(x: Tensor) -> np.ndarray:
+    """numpy view of a 2-D tensor with its own strides (transposed, sliced, expanded): no copy. teenygrad's
+    matmul kernels pack their operands into blocks anyway, so they can read any layout. A kernel swapped in
+    with `kernels.use(matmul=...)` gets contiguous arrays, as documented; so does a tensor with a negative
+    stride (numpy views must start at their lowest address here)."""
+    if x.is_contiguous():
+        return array(x)
+    if min(x.strides) < 0 or KERNELS["matmul"] is not DEFAULTS["matmul"]:
+        return array(contiguous(x))
+    item = x._buf.itemsize
+    return np.ndarray(x.shape, x.dtype, buffer=x._buf, offset=x.offset * item, strides=[s * item for s in x.strides])
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product with numpy's rules: (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast;
+    a 1-D left operand is a row vector, a 1-D right operand a column vector (that dim is then dropped)."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul: both operands must be Tensors")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape}: operands must have at least 1 dimension")
+    a_in, b_in, a, b = a, b, detached(a), detached(b)
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    if a_vec:
+        a = a.reshape(1, a.shape[0])
+    if b_vec:
+        b = b.reshape(b.shape[0], 1)
+    (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
+    if K != K2:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align ({K} != {K2})")
+    dtype = result_dtype(a.dtype, b.dtype)
+    if dtype == int64:
+        dtype = float32
+    if b.ndim == 2:  # (..., M, K) @ (K, N): fold the batch into the rows, one 2-D matmul
+        batch = a.shape[:-2]
+        a2 = cast(a, dtype).reshape(prod(batch) * M, K)  # a view when the batch folds into the rows
+        out = new(batch + (M, N), dtype)
+        if out.size:  # transposed operands (x @ w.T, a.T @ g) go in as strided views: packing reads them
+            KERNELS["matmul"](_matrix(a2), _matrix(cast(b, dtype)), array(out.reshape(prod(batch) * M, N)))
+    else:
+        try:
+            batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
+        except ValueError:
+            raise ValueError(f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast") from None
+        B = prod(batch)
+        a3 = contiguous(a.expand(*batch, M, K), dtype).reshape(B, M, K)
+        b3 = contiguous(b.expand(*batch, K, N), dtype).reshape(B, K, N)
+        out = new(batch + (M, N), dtype)
+        if out.size:
+            KERNELS["matmul_batched"](array(a3), array(b3), array(out.reshape(B, M, N)))
+    if a_vec:
+        out = out.reshape(*out.shape[:-2], N)
+    if b_vec:
+        out = out.reshape(*out.shape[:-1])
+    if a_in._requires_grad or b_in._requires_grad:
+        autograd.record("matmul", out, (a_in, b_in), a=a_in, b=b_in)
+    return out
+
+
+def _matmul_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor | bool, Tensor | bool]:
+    """out = a @ b:  da = g @ b^T,  db = a^T @ g, then summed over broadcast batch dims. A 1-D operand
+    was a row (a) or column (b) vector whose dim the forward dropped: put it back in g, and take it out again."""
+    a, b = ctx.a, ctx.b
+    a2, b2 = (a.reshape(1, -1) if a.ndim == 1 else a), (b.reshape(-1, 1) if b.ndim == 1 else b)
+    g = g.unsqueeze(-1) if b.ndim == 1 else g
+    g = g.unsqueeze(-2) if a.ndim == 1 else g
+    da = ctx.needs[0] and unbroadcast(g @ b2.transpose(-1, -2), a2.shape).reshape(a.shape)
+    if not ctx.needs[1]:
+        return da, False
+    if b2.ndim == 2:  # b shared by the whole batch: fold the batch into one (K, rows) @ (rows, N) product
+        return da, (a2.reshape(-1, a2.shape[-1]).T @ g.reshape(-1, g.shape[-1])).reshape(b.shape)
+    return da, unbroadcast(a2.transpose(-1, -2) @ g, b2.shape).reshape(b.shape)
+
+
+RULES = {"matmul": _matmul_backward}  # da = g @ b^T, db = a^T @ g

@@ -1,0 +1,167 @@
+"""Movement ops (chapters 2 and 6): views, copies and casts, indexing and joining, with their gradient rules.
+
+Views (reshape, permute, expand, slicing: `teenygrad.tensor_views`) copy nothing; their rules move g back
+through the same index map. Indexing reads some elements many times or not at all, so its gradient
+*scatters*: each read adds its gradient where it read from (`scatter_add`, `index_add`, in
+`teenygrad.kernels.movement` beside their forward kernels).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from teenygrad import autograd
+from teenygrad.kernels import KERNELS
+from teenygrad.kernels.layout import normalize_axis, prod
+from teenygrad.ops.buffers import contiguous, copy_into, new, result_dtype
+from teenygrad.tensor import Tensor, int64, zeros
+from teenygrad.tensor_views import basic_index
+
+
+def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum `grad`, the gradient of a broadcast result, back down to an input's `shape`.
+
+    Broadcasting reads one input element at many output positions, so its gradient is the sum of theirs:
+    sum over the leading dims the input did not have, and over dims where the input had size 1 (keeping
+    them as size 1). Returns grad itself when the shapes already match (no copy).
+        unbroadcast(g of shape (4, 2, 3), (2, 1)) == g.sum(axis=(0, 2), keepdim=True).reshape(2, 1)
+    """
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"unbroadcast: gradient of shape {grad.shape} has fewer dims than shape {shape}")
+    axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape) if n == 1 and grad.shape[lead + d] != 1)
+    return grad.sum(axes, keepdim=True).reshape(shape)
+
+
+def index_tensor(index: Tensor | Sequence[int], op: str) -> Tensor:
+    if not isinstance(index, Tensor):
+        index = Tensor(index, dtype=int64)
+    if index.dtype != int64:
+        raise TypeError(f"{op}: index must have dtype int64, got {index.dtype}")
+    return contiguous(index)
+
+
+def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """out[..., k, ...] = x[..., index[..., k, ...], ...] along `axis`; index.shape equals x.shape except
+    along `axis`, and out has index's shape."""
+    axis = normalize_axis(axis, x.ndim, "gather")
+    index = index_tensor(index, "gather")
+    if index.ndim != x.ndim or any(i != s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != axis):
+        raise ValueError(f"gather: index shape {index.shape} must match input shape {x.shape} except on axis {axis}")
+    x_in, x = x, contiguous(x)
+    out = new(index.shape, x.dtype)
+    if out.size:
+        if x.shape[axis] == 0:
+            raise IndexError(f"gather: axis {axis} of shape {x.shape} is empty")
+        outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
+        KERNELS["gather"](x._buf[x.offset:], index._buf[index.offset:], out._buf,
+                          outer, x.shape[axis], index.shape[axis], inner)
+    if x_in._requires_grad:
+        autograd.record("gather", out, (x_in,), shape=x.shape, axis=axis, index=index)
+    return out
+
+
+def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
+    """Backward of gather: zeros of `shape`, then out[..., index[..., k, ...], ...] += g[..., k, ...]."""
+    axis = normalize_axis(axis, len(shape), "scatter_add")
+    g = contiguous(g)
+    out = zeros(shape, dtype=g.dtype)
+    if g.size:
+        KERNELS["scatter_add"](g._buf[g.offset:], index._buf[index.offset:], out._buf, prod(shape[:axis]),
+                               shape[axis], g.shape[axis], prod(shape[axis + 1:]))
+    return out
+
+
+def index_select(x: Tensor, axis: int, index: Tensor | Sequence[int]) -> Tensor:
+    """Pick whole slices along `axis`: out shape = x.shape[:axis] + index.shape + x.shape[axis+1:]."""
+    axis = normalize_axis(axis, x.ndim, "index_select")
+    index = index_tensor(index, "index_select")
+    x_in, x = x, contiguous(x)
+    out = new(x.shape[:axis] + index.shape + x.shape[axis + 1:], x.dtype)
+    if out.size:
+        if x.shape[axis] == 0:
+            raise IndexError(f"index_select: axis {axis} of shape {x.shape} is empty")
+        outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
+        KERNELS["index_select"](x._buf[x.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
+                                outer, x.shape[axis], inner)
+    if x_in._requires_grad:
+        autograd.record("index_select", out, (x_in,), shape=x.shape, axis=axis, index=index)
+    return out
+
+
+def index_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
+    """Backward of index_select: zeros of `shape`, then out[..., index[k], ...] += g[..., k, ...]."""
+    g = contiguous(g)
+    out = zeros(shape, dtype=g.dtype)
+    if g.size:
+        KERNELS["index_add"](g._buf[g.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
+                             prod(shape[:axis]), shape[axis], prod(shape[axis + 1:]))
+    return out
+
+
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis; all other sizes must agree."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: need at least one tensor")
+    first = tensors[0]
+    axis = normalize_axis(axis, first.ndim, "cat")
+    dtype = first.dtype
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(s != f for d, (s, f) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"cat: shapes {first.shape} and {t.shape} differ outside axis {axis}")
+        dtype = result_dtype(dtype, t.dtype)
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in tensors)
+    out = new(tuple(shape), dtype)
+    start, spans = 0, []
+    for t in tensors:
+        size = t.shape[axis]
+        copy_into(t, out._narrow(axis, start, size))  # write into a view of the output slab
+        spans.append((start, size))
+        start += size
+    if any(t._requires_grad for t in tensors):
+        autograd.record("cat", out, tuple(tensors), axis=axis, spans=spans)
+    return out
+
+
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new axis."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: need at least one tensor")
+    for t in tensors[1:]:
+        if t.shape != tensors[0].shape:
+            raise ValueError(f"stack: shapes {tensors[0].shape} and {t.shape} differ")
+    axis = normalize_axis(axis, tensors[0].ndim + 1, "stack")
+    return cat([t.unsqueeze(axis) for t in tensors], axis)  # autograd: unsqueeze, then cat, each with its rule
+
+
+def _into_zeros(g: Tensor, shape: tuple[int, ...], key: tuple) -> Tensor:
+    """Backward of basic indexing: zeros of the input's shape with g written where the view read."""
+    dx = zeros(shape, dtype=g.dtype)
+    copy_into(g, basic_index(dx, key))  # not dx[key] = g: a fresh buffer needs no version count
+    return dx
+
+
+def inverse_permutation(dims: Sequence[int]) -> list[int]:
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return inv
+
+
+RULES = {
+    # ---- views: move g back through the same index map ------------------------------------------------
+    "reshape": lambda ctx, g: (g.reshape(ctx.shape),),         # same elements, old shape (also view, (un)squeeze)
+    "permute": lambda ctx, g: (g.permute(*inverse_permutation(ctx.dims)),),  # undo the axis order (also transpose, .T)
+    "expand": lambda ctx, g: (unbroadcast(g, ctx.shape),),     # each repeated read adds its gradient
+    "index": lambda ctx, g: (_into_zeros(g, ctx.shape, ctx.key),),  # slices/ints: g where read, 0 elsewhere
+    "copy": lambda ctx, g: (g,),                               # contiguous(), clone(): the identity
+    "cast": lambda ctx, g: (g.to(ctx.dtype),),                 # float32 <-> float64: back to the input's dtype
+    # ---- indexing and joining ------------------------------------------------------------------------------
+    "gather": lambda ctx, g: (scatter_add(g, ctx.shape, ctx.axis, ctx.index),),        # repeats add up
+    "index_select": lambda ctx, g: (index_add(g, ctx.shape, ctx.axis, ctx.index),),    # embedding grad
+    "cat": lambda ctx, g: tuple(g._narrow(ctx.axis, start, n) for start, n in ctx.spans),  # each its slice
+}
