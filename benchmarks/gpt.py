@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-try:  # before teenygrad: PyTorch's OpenMP runtime then starts with its own defaults, not teenygrad's settings
+try:  # PyTorch bundles its own OpenMP runtime; importing it first keeps it on its own defaults
     import torch
 except ImportError:
     torch = None
@@ -139,7 +139,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="timed steps per framework (default 40)")
     ap.add_argument("--fusions", action="store_true", help="also time teenygrad with each fusion switched off")
+    ap.add_argument("--no-tune", action="store_true",
+                    help="skip teenygrad.tune() (OpenMP spin count, malloc thresholds), to measure what it buys")
     args = ap.parse_args()
+    print("teenygrad.tune():", "skipped (--no-tune)" if args.no_tune else tg.tune())
     data = batches(args.steps + 3)
     steps = {"teenygrad": teenygrad_step()}
     try:

@@ -40,6 +40,7 @@ def main() -> None:
     ap.add_argument("--scalar-steps", type=int, default=30)
     ap.add_argument("--steps", type=int, default=300, help="teenygrad steps (default 300)")
     args = ap.parse_args()
+    tg.tune()  # the settings a training script asks for (teenygrad.tuning)
     docs = documents(max(args.steps, args.scalar_steps) + 1)
 
     tg.manual_seed(0)

@@ -42,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    tg.tune()  # the settings a training script asks for (teenygrad.tuning)
     sizes = [1 << 16] if args.quick else [1 << 20, 1 << 24]
     repeats, budget = (3, 2.0) if args.quick else (10, 20.0)
     try:

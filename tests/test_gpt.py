@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import teenygrad as tg
 from teenygrad import functional as F
 from teenygrad.gpt import GPT, GPTConfig, KVCache
-from teenygrad.kernels import fused, jit
+from teenygrad.kernels import fused
 from teenygrad.value_gpt import ValueGPT
 
 NAMES = GPTConfig(vocab_size=27, block_size=16, n_layer=1, n_head=4, n_embd=16, norm="rms", norm_weights=False,
@@ -18,10 +18,10 @@ NAMES = GPTConfig(vocab_size=27, block_size=16, n_layer=1, n_head=4, n_embd=16, 
 
 
 @pytest.fixture(params=["serial", "parallel"])
-def path(request, monkeypatch):
+def path(request):
     """Run a test once with every kernel on its serial body, once on its parallel driver."""
-    monkeypatch.setattr(jit, "PARALLEL_MIN_WORK", 1 << 62 if request.param == "serial" else 0)
-    return request.param
+    with tg.kernels.force_path(request.param):
+        yield request.param
 
 
 def grads_of(fn, inputs, g):
@@ -223,7 +223,7 @@ def test_clear_errors():
 def test_exp32_against_numpy(xs):
     """The vectorisable float32 exp behind the attention softmax: relative error below 2e-7 against
     numpy's float64 exp over its normal range, e^-87 below it (where the softmax rounds it to nothing)."""
-    from teenygrad.kernels import fused, jit
+    from teenygrad.kernels import fused
 
     x = np.array(xs, np.float32)
     got = np.array([fused.exp32(v) for v in x], np.float64)

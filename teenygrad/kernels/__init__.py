@@ -59,7 +59,7 @@ from typing import Callable, ContextManager
 
 from teenygrad._swap import swapped
 from teenygrad.kernels import elementwise, fused, loss, movement, optim, reduce, softmax
-from teenygrad.kernels.jit import kernel
+from teenygrad.kernels.jit import force_path, kernel
 from teenygrad.kernels.matmul import matmul, matmul_batched
 
 
@@ -114,4 +114,4 @@ def reset() -> None:
     KERNELS.update(DEFAULTS)
 
 
-__all__ = ["KERNELS", "DEFAULTS", "get", "use", "reset", "kernel"]
+__all__ = ["KERNELS", "DEFAULTS", "get", "use", "reset", "kernel", "force_path"]

@@ -17,8 +17,9 @@ it saves, measured on the kernels of chapters 3 and 9 on 2 cores.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 import numba
 
@@ -54,3 +55,18 @@ def num_threads() -> int:
 def parallel_pays(work: int) -> bool:
     """Is a call of `work` element operations (see the module docstring) worth waking the other threads for?"""
     return JIT_ENABLED and work >= PARALLEL_MIN_WORK
+
+
+@contextlib.contextmanager
+def force_path(path: str) -> Iterator[None]:
+    """Run every kernel that has two versions on one of them inside the block, whatever the size of its call:
+    `with force_path("serial"): ...` or `"parallel"`. For tests that check both paths agree, and for warming
+    the numba cache of both. (Without the JIT there is only one path: the block changes nothing.)"""
+    global PARALLEL_MIN_WORK
+    if path not in ("serial", "parallel"):
+        raise ValueError(f"force_path: path must be 'serial' or 'parallel', got {path!r}")
+    saved, PARALLEL_MIN_WORK = PARALLEL_MIN_WORK, (1 << 62 if path == "serial" else 0)
+    try:
+        yield
+    finally:
+        PARALLEL_MIN_WORK = saved
