@@ -1,4 +1,5 @@
-"""Swapping entries of a table for the length of a `with` block.
+"""Swapping entries of a table for the length of a `with` block (chapters 3, 5 and 6: `kernels.use`,
+`value.use_op`, `autograd.use_rules`).
 
 teenygrad looks its kernels, backward rules and Value ops up in tables at the moment it needs them, so an
 exercise can plug a learner's own function in for one block and be sure the original comes back after,

@@ -1,4 +1,4 @@
-"""The book's data sets, shipped inside the package so nothing is downloaded at run time.
+"""The book's data sets (chapter 1 onwards), shipped inside the package so nothing is downloaded at run time.
 
 Sources and credits are in `teenygrad/data/DATA.md`. Every loader returns plain numpy arrays or Python
 strings: numpy is teenygrad's storage and I/O layer.

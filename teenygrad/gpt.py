@@ -1,4 +1,4 @@
-"""A GPT (decoder-only transformer) in teenygrad, read top to bottom like nanoGPT's model.py.
+"""Chapter 9: a GPT (decoder-only transformer) in teenygrad, read top to bottom like nanoGPT's model.py.
 
     tokens (B, T) -> token embedding + position embedding          (B, T, C)
                   -> n_layer blocks: x = x + attn(norm(x)); x = x + mlp(norm(x))

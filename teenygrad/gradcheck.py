@@ -1,4 +1,4 @@
-"""Gradient checking: compare backward's gradients with central finite differences.
+"""Gradient checking (chapter 6): compare backward's gradients with central finite differences.
 
     df/dx_i  ~  (f(x + eps e_i) - f(x - eps e_i)) / (2 eps)        (error O(eps^2))
 

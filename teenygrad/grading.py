@@ -1,4 +1,4 @@
-"""The one function an exercise's hidden tests call: `report(part, fn)`.
+"""The one function an exercise's hidden tests call (every chapter's exercise): `report(part, fn)`.
 
 Grading model: the learner's process only *computes*. The autograder writes each part's inputs to
 `$TEENYGRAD_GRADING_DIR/cases/<part>/<i>.npz`; `report` calls the learner's function on them and saves what it

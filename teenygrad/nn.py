@@ -1,4 +1,4 @@
-"""Neural-network building blocks (`from teenygrad import nn`), shaped like PyTorch's `torch.nn`.
+"""Neural-network building blocks (chapter 7; `from teenygrad import nn`), shaped like PyTorch's `torch.nn`.
 
 A `Module` is a Python object whose attributes hold its parameters (leaf Tensors with requires_grad=True)
 and its sub-modules. Nothing is registered by hand: `parameters()` walks the attributes, in the order

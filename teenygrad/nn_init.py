@@ -1,4 +1,5 @@
-"""Initialisers for parameters (`teenygrad.nn.init`), named and behaving like PyTorch's `torch.nn.init`.
+"""Initialisers for parameters (chapter 7; `teenygrad.nn.init`), named and behaving like PyTorch's
+`torch.nn.init`.
 
 Each one overwrites a tensor in place and returns it. The random ones draw from teenygrad's global
 generator, so `teenygrad.manual_seed(s)` makes a model's initial weights reproducible.

@@ -1,4 +1,4 @@
-"""Optimizers, learning-rate schedules and gradient clipping (`from teenygrad import optim`).
+"""Optimizers, learning-rate schedules and gradient clipping (chapter 7; `from teenygrad import optim`).
 
     opt = optim.AdamW(model.parameters(), lr=3e-4)
     for step in range(steps):

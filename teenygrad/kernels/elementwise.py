@@ -1,4 +1,4 @@
-"""Elementwise kernels: out[i] = f(x[i]) and out[i] = f(a[i], b[i]) on strided buffers.
+"""Elementwise kernels (chapters 2 and 3): out[i] = f(x[i]) and out[i] = f(a[i], b[i]) on strided buffers.
 
 Every kernel gets the *coalesced* shape of the output (see `layout.coalesce`: at least one dim, size-1
 dims dropped, mergeable dims merged) and, for each input, its flat buffer, its strides (broadcast dims

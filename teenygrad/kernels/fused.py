@@ -1,5 +1,5 @@
-"""Fused kernels for the transformer's hot paths: layer norm, RMS norm and causal self-attention, each
-forward and backward in one pass over the data.
+"""Fused kernels for the transformer's hot paths (chapter 9): layer norm, RMS norm and causal self-attention,
+each forward and backward in one pass over the data.
 
 Composed from Tensor ops, a layer norm is ~8 kernels and as many full-size temporaries (mean, x - mean,
 its square, ...), and attention is two batched matmuls, a mask, a softmax and four copies to move heads

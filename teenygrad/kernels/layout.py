@@ -1,4 +1,4 @@
-"""Shape and stride arithmetic shared by the Tensor and its kernel launches (pure Python, no kernels).
+"""Shape and stride arithmetic shared by the Tensor and its kernel launches (chapter 2; pure Python, no kernels).
 
 A tensor is a flat buffer plus `shape`, `strides` and `offset`: element (i0, i1, ..., ik) lives at
     buffer[offset + i0*strides[0] + i1*strides[1] + ... + ik*strides[k]]      (strides in elements).

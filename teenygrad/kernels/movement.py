@@ -1,4 +1,5 @@
-"""Kernels that move data without arithmetic: strided copy (and dtype cast), gather, index_select.
+"""Kernels that move data without arithmetic (chapters 2 and 8): strided copy (and dtype cast), gather,
+index_select.
 
 copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)
     dst(i) = src(i) for every index i of `shape` (coalesced, >= 1 dim), both sides strided; converts

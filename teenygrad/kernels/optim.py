@@ -1,4 +1,4 @@
-"""Optimizer kernels: one fused pass over a parameter per step, updating it in place.
+"""Optimizer kernels (chapter 7): one fused pass over a parameter per step, updating it in place.
 
 Calling convention: every array is a contiguous 1-D buffer of one parameter's elements (float32 or
 float64, all of one dtype): `p` the parameter, `g` its gradient, and the optimizer's state for that

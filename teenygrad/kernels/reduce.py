@@ -1,6 +1,6 @@
-"""Reduction kernels: sum, max, argmax over the last axis of an (M, N) strided matrix.
+"""Reduction kernels (chapters 2 and 3): sum, max, argmax over the last axis of an (M, N) strided matrix.
 
-Every reduction is brought to one shape first (see `teenygrad.dispatch`): the kept axes are flattened
+Every reduction is brought to one shape first (see `teenygrad.ops.reductions`): the kept axes are flattened
 into M rows and the reduced axes into N columns, so that element (m, n) is
     x[x_offset + m*sm + n*sn].
 Calling convention (the same for sum, max and argmax):
@@ -45,7 +45,7 @@ def sum(x, x_offset, M, sm, N, sn, out):  # noqa: A001 - the op's name
 
 @kernel
 def max(x, x_offset, M, sm, N, sn, out):  # noqa: A001
-    """Requires N >= 1 (the max of nothing is undefined; dispatch raises before calling).
+    """Requires N >= 1 (the max of nothing is undefined; the op raises before calling).
 
     Branch-free inner loops (a select, plus a separate "saw a nan" flag, since numpy's max is nan when
     any element is) so that the compiler can vectorize them.

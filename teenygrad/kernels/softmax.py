@@ -1,4 +1,4 @@
-"""Softmax and log-softmax along the last axis of an (M, N) strided matrix.
+"""Softmax and log-softmax (chapter 4) along the last axis of an (M, N) strided matrix.
 
     softmax(x)_n     = exp(x_n - c) / sum_k exp(x_k - c)
     log_softmax(x)_n = (x_n - c) - log(sum_k exp(x_k - c))
