@@ -6,6 +6,8 @@ teenygrad/kernels/matmul.py sizes its register-tiled micro-kernel from them (`mi
 Where each fact comes from:
 - vector width, vector registers, FMA: the CPU name and feature flags that numba's compiler (LLVM, through
   llvmlite) targets, i.e. the host processor unless NUMBA_CPU_NAME / NUMBA_CPU_FEATURES say otherwise.
+  (LLVM may still prefer narrower vectors than the widest available, e.g. 256 bits on some Intel AVX-512
+  processors; the micro-kernel's shape fits either way, since AVX-512 gives 32 registers of every width.)
   The register count is not a feature flag but follows from the instruction set: AVX-512 has 32 vector
   registers, AVX2 / AVX / SSE2 have 16, ARM64 (whose NEON is part of the architecture) has 32.
 - cache sizes and the cache line: Linux's /sys/devices/system/cpu/cpu0/cache, macOS's `sysctl`;
@@ -166,18 +168,15 @@ class CPU:
 
 
 def compile_target() -> tuple[str, frozenset[str]]:
-    """The CPU name and enabled features numba compiles for (the host's, unless NUMBA_CPU_NAME /
-    NUMBA_CPU_FEATURES override them). Empty when llvmlite cannot tell (some older macOS builds)."""
+    """The CPU name and enabled features numba compiles for: llvmlite's get_host_cpu_name() and
+    get_host_cpu_features(), as numba adjusts them (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES, NUMBA_ENABLE_AVX).
+    The features are empty where llvmlite cannot tell (some older macOS builds)."""
     import llvmlite.binding as llvm
-    from numba.core import config
+    from numba.core import codegen, config
 
     name = config.CPU_NAME or llvm.get_host_cpu_name()
-    if config.CPU_FEATURES:
-        return name, parse_features(config.CPU_FEATURES)
-    try:
-        return name, parse_features(llvm.get_host_cpu_features().flatten())
-    except RuntimeError:  # llvmlite: "failed to get host cpu features"
-        return name, frozenset()
+    flags = config.CPU_FEATURES if config.CPU_FEATURES is not None else codegen.get_host_cpu_features()
+    return name, parse_features(flags)
 
 
 @functools.lru_cache(maxsize=None)
