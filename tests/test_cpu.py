@@ -144,6 +144,19 @@ def test_format_bytes(n, text):
     assert cpu.format_bytes(n) == text
 
 
+def test_which_cache_holds_what():
+    zen4 = cpu.CPU("znver4", "x86_64", cpu.vector_unit(cpu.parse_features(ZEN4), "x86_64"), 2,
+                   {"L1d": 32 << 10, "L1i": 32 << 10, "L2": 1 << 20, "L3": 32 << 20}, 64)
+    assert [zen4.smallest_cache_holding(n) for n in (1, 32 << 10, (32 << 10) + 1, 2 << 20, 64 << 20)] == \
+        ["L1d", "L1d", "L2", "L3", None]
+    assert zen4.last_level_cache() == "L3"
+    no_l3 = cpu.CPU("apple-m1", "arm64", cpu.vector_unit(frozenset(), "arm64"), 8, {"L1d": 64 << 10, "L2": 4 << 20})
+    assert no_l3.last_level_cache() == "L2" and no_l3.smallest_cache_holding(8 << 20) is None
+    unknown = cpu.CPU("generic", "riscv64", cpu.UNKNOWN, 1)
+    assert unknown.last_level_cache() is None and unknown.smallest_cache_holding(1) is None
+    assert unknown.cache("L2") is None
+
+
 def test_host_is_consistent():
     h = cpu.host()
     assert h.cores >= 1 and h.vector.bits in (128, 256, 512)

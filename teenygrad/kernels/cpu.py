@@ -166,6 +166,14 @@ class CPU:
         """Size of one cache in bytes, or None if it could not be found out."""
         return self.caches.get(level)
 
+    def last_level_cache(self) -> str | None:
+        """The outermost known cache ("L3", else "L2", else "L1d"), or None when no size is known."""
+        return next((level for level in ("L3", "L2", "L1d") if level in self.caches), None)
+
+    def smallest_cache_holding(self, nbytes: int) -> str | None:
+        """The innermost data cache ("L1d", "L2", "L3") at least `nbytes` large, or None (none is, or unknown)."""
+        return next((level for level in ("L1d", "L2", "L3") if self.caches.get(level, -1) >= nbytes), None)
+
 
 def compile_target() -> tuple[str, frozenset[str]]:
     """The CPU name and enabled features numba compiles for: llvmlite's get_host_cpu_name() and
