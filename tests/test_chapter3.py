@@ -3,6 +3,8 @@ plausible wrong kernels rejected) and the chapter's structure. No timing asserti
 from __future__ import annotations
 
 import ast
+import importlib
+import json
 import re
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 from autograder.judges import judge, write_cases
 from autograder.judges.kernels import PARTS, RELU_VIEWS, SPEED_SIZE, SUM_VIEWS, _matmul, _relu, _sum
+from teenygrad.kernels import cpu
 from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.grading import GRADING_DIR_ENV
 from conftest import notebook_namespace, replacing, run_hidden, solution_cells
@@ -236,3 +239,70 @@ def test_chapter_kernels_agree_with_teenygrad():
     namespace["add_numba"](x, x, out)
     np.testing.assert_array_equal(out, x + x)
     assert np.isclose(namespace["sum_numba"](x), x.astype(np.float64).sum(), rtol=1e-6)
+
+
+# --- the machine: the chapter states what the build detects and measures, never one machine's figures ----------
+
+# Phrases that describe one particular processor; the chapter glues these facts from teenygrad/kernels/cpu.py.
+ONE_MACHINE = ["Zen", "zmm", "ymm", "EPYC", "2-core", "MiB L2", "MiB L3", "KiB L1", "AVX-512 instructions", "of the 32"]
+
+
+def test_hardware_prose_is_detected_not_typed():
+    nb = nbformat.read(CHAPTER, as_version=4)
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert not [p for p in ONE_MACHINE if p in prose], "glue hardware facts from cpu.host() instead"
+    assert "machine = cpu.host()" in code
+    for name, source in [("ch3_isa", "vector.isa"), ("ch3_registers", "vector.registers"), ("ch3_lanes", "lanes"),
+                         ("ch3_l2", 'cache_text("L2")'), ("ch3_mr", "mm.MR"), ("ch3_nr", "mm.NR"),
+                         ("ch3_stream_gain", "gain")]:
+        assert f'glue("{name}", {source},' in code, name
+    # the peak-FLOPS loop is the micro-kernel's shape on this machine, not a fixed 6 x 32
+    assert "NR = mm.NR" in code and "range(32)" not in code
+
+
+def _book_glue(chapter: str) -> dict:
+    """Every value a chapter glued in the book build, numbers and strings alike."""
+    glue_file = REPO / "book" / "_build" / "jupyter_execute" / "chapters" / f"{chapter}.glue.json"
+    return {name: ast.literal_eval(out["data"]["text/plain"]) for name, out in json.loads(glue_file.read_text()).items()}
+
+
+def check_machine_figures(fig: dict) -> None:
+    """The chapter's glued facts about the machine agree with teenygrad's detection, and its measured thread
+    figures with each other (the timings themselves are not asserted: they vary by machine and load)."""
+    mm = importlib.import_module("teenygrad.kernels.matmul")
+    host = cpu.host()
+    v = host.vector
+    assert (fig["ch3_isa"], fig["ch3_registers"], fig["ch3_vector_bits"]) == (v.isa, v.registers, v.bits)
+    assert fig["ch3_lanes"] == v.bits // 32 and fig["ch3_lanes64"] == v.bits // 64
+    assert fig["ch3_fma"] == ("has" if v.fma else "does not have") and fig["ch3_cores"] == host.cores
+    for level in ("L1d", "L2", "L3"):
+        want = cpu.format_bytes(host.cache(level)) if host.cache(level) else "an unknown amount"
+        assert fig[f"ch3_{level.lower()}"] == want, level
+    assert fig["ch3_cache_line"] == (host.cache_line or 64)
+    # the micro-kernel: its shape, and the registers it takes
+    assert (fig["ch3_mr"], fig["ch3_nr"]) == (mm.MR, mm.NR) == cpu.micro_kernel_shape(v)
+    assert fig["ch3_accumulators"] == mm.MR * mm.NR // v.float32_lanes <= v.registers
+    assert fig["ch3_block_madds"] == mm.MR * mm.NR
+    assert fig["ch3_panel_size"] == cpu.format_bytes(4 * mm.KC * mm.NR) and fig["ch3_kc"] == mm.KC
+    # array sizes: the bandwidth test's arrays are at least four times the last-level cache
+    llc = host.cache(host.last_level_cache() or "") or 0
+    assert fig["ch3_stream_mib"] * 2**20 >= max(128 * 2**20, 4 * llc)
+    assert fig["ch3_add_mib"] == 4 * fig["ch3_side"] ** 2 / 2**20
+    # one thread against all of them: the ratio and the sentence follow from the two measurements
+    assert fig["ch3_threads"] >= 1 and fig["ch3_stream_one"] > 0 and fig["ch3_stream_all"] > 0
+    gain = fig["ch3_stream_gain"]
+    assert gain == pytest.approx(fig["ch3_stream_all"] / fig["ch3_stream_one"], rel=1e-9)
+    if fig["ch3_threads"] == 1:
+        assert "one thread" in fig["ch3_stream_verdict"]
+    else:
+        verdict = fig["ch3_stream_verdict"]
+        assert ("slower" in verdict) == (gain < 0.95)
+        assert ("almost nothing" in verdict) == (0.95 <= gain < 1.2)
+        assert ("a little" in verdict) == (1.2 <= gain < 1.6)
+        assert ("a good deal" in verdict) == (gain >= 1.6)
+    assert fig["ch3_flops_512"] == pytest.approx(2 * 512**3 / 1e6)
+
+
+def test_machine_figures_from_the_build(book_build):
+    check_machine_figures(_book_glue("03-kernels"))

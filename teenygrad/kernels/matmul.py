@@ -29,6 +29,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from teenygrad.kernels.cpu import host, micro_kernel_shape
 from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pays, prange
 
 # ---------------------------------------------------------------------------------------------------
@@ -42,11 +43,15 @@ BLOCK_I = 32
 BLOCK_K = 128
 BLOCK_J = 1024
 
-# Steps 4-5 (register tiling): the micro-kernel computes an MR x NR block of C. With float32, NR = 32
-# columns are two 512-bit vectors, so the 6 x 32 block lives in 12 of the 32 AVX-512 registers, and each
-# step of the K loop does 6 broadcasts, 2 vector loads and 12 fused multiply-adds.
-MR = 6
-NR = 32
+# Steps 4-5 (register tiling): the micro-kernel computes an MR x NR block of C, sized for the vector unit
+# numba compiles for (teenygrad/kernels/cpu.py). AVX-512: 6 x 32, two 512-bit vectors of float32 per row,
+# 12 of the 32 registers; each step of the K loop does 6 broadcasts, 2 vector loads and 12 fused
+# multiply-adds. AVX2: 6 x 16 in 12 of 16 registers; ARM64 (NEON): 6 x 16 in 24 of 32.
+# numba compiles MR and NR into the kernels as constants, and its disk cache is keyed on this file and the
+# target CPU's name and features, not on these values. That is safe because they are a function of exactly
+# that CPU: the same processor always gets the same shape, and another one misses the cache and recompiles.
+MR, NR = micro_kernel_shape(host().vector)
+assert MR == 6, "the micro-kernel below writes out six accumulator rows by hand"
 # Cache blocking around the micro-kernel (as in BLIS / GotoBLAS), tuned by measurement:
 KC = 512    # depth of a packed panel. Each micro-kernel call costs ~60 ns of fixed overhead (setup, write
             # back of C), so deep panels amortise it, and C is read and written only K/KC times. The
@@ -237,9 +242,10 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
     gathers.
 
     The MR x NR block of C is held in six accumulator rows c0..c5 (MR = 6 is written out by hand), each
-    NR = 32 wide, on the stack, so LLVM promotes them to vector registers: 12 zmm registers of 16
-    float32. At each step p of the depth loop we load NR values of the packed B panel (contiguous: two
-    vector loads), broadcast six values of A, and do 6 x NR multiply-adds (12 FMA instructions). Nothing
+    NR wide (two vectors of float32 on AVX-512 and AVX2, see cpu.micro_kernel_shape), on the stack, so
+    LLVM promotes them to vector registers: with AVX-512, NR = 32 and 12 zmm registers of 16 float32.
+    At each step p of the depth loop we load NR values of the packed B panel (contiguous: two vector
+    loads), broadcast six values of A, and do 6 x NR multiply-adds (12 FMA instructions). Nothing
     is written to memory until the loop ends, and every load is reused MR or NR times, so the kernel runs
     close to the FMA units' peak instead of the memory system's (measured ~105 GFLOPS on one Zen 4 core,
     float32). With float64 the same code holds 24 zmm registers of 8.
