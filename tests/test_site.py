@@ -84,12 +84,22 @@ class Links(HTMLParser):
         super().__init__()
         self.ids: set[str] = set()
         self.urls: list[tuple[str, str, str]] = []
+        self.inline_scripts: list[str] = []
+        self._in_script = False
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script and data.strip():
+            self.inline_scripts.append(data.strip())
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         for key in ("id", "name"):
             if attrs.get(key):
                 self.ids.add(attrs[key])
+        self._in_script = tag == "script" and not attrs.get("src")
         for key in ("href", "src"):
             if attrs.get(key) is not None and not (tag == "link" and attrs.get("rel") in ("canonical", "preconnect")):
                 self.urls.append((tag, key, attrs[key]))
@@ -147,6 +157,14 @@ def test_nothing_is_loaded_from_the_network_and_mathjax_is_the_books_own(site):
             mathjax = [url for url in scripts if url.split("?")[0].endswith("_static/mathjax/tex-chtml.js")]
             assert mathjax and (page.parent / mathjax[0].split("?")[0]).resolve().is_file(), page
     assert math_pages >= len([p for p in PAGES if p.startswith("chapters/")])
+
+
+def test_no_inline_script_runs_twice(site):
+    """A configuration script repeated in a page redeclares its `const`s: a SyntaxError in the reader's console
+    (sphinx-thebe's, before book/_ext/unique_scripts.py)."""
+    for page, links in site.items():
+        repeated = {body[:60] for body in links.inline_scripts if links.inline_scripts.count(body) > 1}
+        assert not repeated, f"{page.relative_to(HTML)} repeats {sorted(repeated)}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOK_PAGES)
