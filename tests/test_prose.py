@@ -45,7 +45,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "05-scalar-autograd": {},
     "06-tensor-autograd": {
-        "6.4": "1000 x 64 x 1000 x 64 entries, the arithmetic of the sentence",
+        "6.4": "(1000 x 10) x (1000 x 64) entries of the Jacobian, the arithmetic of the sentence",
         "7": "the significant digits of a float32 (IEEE 754)", "16": "the significant digits of a float64",
         "4": "7 digits less the 3 that a step of 1e-3 costs", "10": "16 digits less the 6 that a step of 1e-6 costs",
         "80": "the 80/20 split of chapter 1", "20": "the 80/20 split of chapter 1",
