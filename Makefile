@@ -6,10 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv book test lab check exercises clean
+.PHONY: help venv book check-book test lab check exercises clean
 
 help:
 	@echo "make book        build the HTML book into book/_build/html (executes the chapters)"
+	@echo "make check-book  open every page of the built book in headless chromium: no console errors, all math typeset"
 	@echo "make test        run the whole test suite"
 	@echo "make lab         open the exercises in JupyterLab"
 	@echo "make check NB=exercises/01-regression.ipynb   grade one notebook"
@@ -27,6 +28,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 book: $(STAMP)
 	$(BIN)/python book/build.py
+
+# needs chromium (Debian/Ubuntu: apt-get install -y chromium); without it, says so and skips
+check-book: $(STAMP)
+	$(BIN)/python book/check_browser.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

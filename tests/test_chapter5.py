@@ -211,3 +211,15 @@ def test_chapter_figures(chapter_figures):
     # timings are machine-dependent: only that they were measured and the tape won
     assert fig["ch5_speedup"] > 1 and fig["ch5_speedup_fit"] > 1 and fig["ch5_value_rate"] > 0
     assert fig["ch5_speedup_fused"] > 1
+    # the diamonds: 6 * 2^k - 5 calls path by path, counted by the chapter; fifty diamonds' time from its rate
+    assert (fig["ch5_nodes_15"], fig["ch5_calls_15"], fig["ch5_calls_50"]) == (76, 6 * 2**15 - 5, 6 * 2**50 - 5)
+    assert fig["ch5_calls_per_second"] > 0
+    assert fig["ch5_years_50"] == pytest.approx(fig["ch5_calls_50"] / fig["ch5_calls_per_second"] / 31_557_600)
+    # the digits: parameters, nodes per example, and the steps of each training
+    assert fig["ch5_digits_params"] == 64 * 16 + 16 + 16 * 10 + 10
+    from teenygrad.datasets import load_digits
+    from teenygrad.value_nn import MLP, cross_entropy
+    X, y = load_digits()
+    graph = cross_entropy(MLP(64, [16, 10], seed=0)((X[0] / 16.0).tolist()), int(y[0]))  # any example: same shape
+    assert fig["ch5_nodes_per_example"] == len(topological_order(graph))
+    assert (fig["ch5_value_steps"], fig["ch5_train_images"], fig["ch5_tape_steps"]) == (600, 1497, 14970)

@@ -269,7 +269,8 @@ def test_training_case_alone_catches_a_wrong_rule():
 
 GLUED = {"ch8_bigram_train_loss", "ch8_bigram_dev_loss", "ch8_bigram_test_loss", "ch8_net_train_loss",
          "ch8_counting_train_loss", "ch8_mlp_train_loss", "ch8_mlp_dev_loss", "ch8_mlp_test_loss",
-         "ch8_real_names_cold", "ch8_real_names_hot", "ch8_vowels_beside_vowels", "ch8_boundary_apart"}
+         "ch8_real_names_cold", "ch8_real_names_hot", "ch8_vowels_beside_vowels", "ch8_boundary_apart",
+         "ch8_train_pairs", "ch8_bigram_test_perplexity", "ch8_mlp_params", "ch8_train_examples"}
 
 
 def test_every_figure_in_the_prose_is_glued_by_the_code():
@@ -398,6 +399,10 @@ def test_chapter_figures_from_the_build(book_build, data):
     for name, (X, Y) in zip(["ch8_bigram_train_loss", "ch8_bigram_dev_loss", "ch8_bigram_test_loss"], data[1]):
         assert fig[name] == pytest.approx(_smoothed_nll(data["N"], X, Y, 1.0), abs=1e-4), name
     assert fig["ch8_bigram_test_loss"] == pytest.approx(2.45, abs=0.01)  # "about 2.45"
+    assert fig["ch8_bigram_test_perplexity"] == pytest.approx(np.exp(fig["ch8_bigram_test_loss"]), rel=1e-9)
+    assert round(fig["ch8_bigram_test_perplexity"]) == 12  # "as unsure as a uniform choice among that many"
+    assert fig["ch8_train_pairs"] == len(data[1][0][1]) and fig["ch8_train_examples"] == len(data[3][0][1])
+    assert fig["ch8_mlp_params"] == 11_897
     counting = _count_form(data["N"], np.log(np.maximum(data["N"], 1e-300)))[0]
     assert fig["ch8_counting_train_loss"] == pytest.approx(counting, abs=1e-4)
     assert counting - 1e-4 < fig["ch8_net_train_loss"] < counting + 1e-3  # the network reaches the counts

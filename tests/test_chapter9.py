@@ -162,7 +162,10 @@ def test_training_check():
 
 STATED = {"ch9_names_params", "ch9_names_test_loss", "ch9_shakespeare_val_loss", "ch9_shakespeare_minutes",
           "ch9_kv_cached_ms", "ch9_kv_uncached_ms", "ch9_kv_speedup", "ch9_kv_work_ratio", "ch9_fused_ms", "ch9_unfused_ms", "ch9_fusion_speedup", "ch9_attention_fusion_speedup",
-          "ch9_value_ms_per_step", "ch9_value_speedup"}
+          "ch9_value_ms_per_step", "ch9_value_speedup", "ch9_names_test_loss_std002", "ch9_shakespeare_train_loss",
+          "ch9_sample_real_words", "ch9_sample_speaker_lines", "ch9_sample_line_length", "ch9_text_line_length",
+          "ch9_local_layer0_min", "ch9_local_layer0_mean", "ch9_local_later_mean", "ch9_local_uniform", "ch9_boundary_share",
+          "ch9_boundary_heads_2x", "ch9_boundary_ratio_max"}
 
 
 def test_every_figure_in_the_prose_is_glued_by_the_code():
@@ -226,5 +229,25 @@ def test_full_run_figures(book_build):
     assert fig["ch9_names_test_loss"] == pytest.approx(FULL_NAMES_LOSS, abs=0.02)
     assert fig["ch9_shakespeare_val_loss"] <= 1.9
     assert fig["ch9_shakespeare_val_loss"] == pytest.approx(FULL_VAL_LOSS, abs=0.03)
+    assert_interpretations(fig)
+
+
+def assert_interpretations(fig: dict[str, float]) -> None:
+    """What the chapter's prose says about the measured figures (each is glued; these are the words around them)."""
+    # "the short run does not make up for the small start": nanoGPT's 0.02 ends worse than microgpt's 0.08
+    assert fig["ch9_names_test_loss_std002"] > fig["ch9_names_test_loss"]
+    # "close to the validation loss": no overfitting
+    assert abs(fig["ch9_shakespeare_train_loss"] - fig["ch9_shakespeare_val_loss"]) < 0.1
+    # the sample "has their shape": speaker lines, lines of about the plays' length, words mostly real
+    assert fig["ch9_sample_speaker_lines"] >= 1
+    assert 0.5 < fig["ch9_sample_line_length"] / fig["ch9_text_line_length"] < 2
+    assert fig["ch9_sample_real_words"] > 0.5
+    # bands: every layer-0 head keeps well over an even spread's share on the last two characters, later layers less
+    assert fig["ch9_local_layer0_min"] > 2 * fig["ch9_local_uniform"]
+    assert fig["ch9_local_layer0_min"] <= fig["ch9_local_layer0_mean"]
+    assert fig["ch9_local_later_mean"] < fig["ch9_local_layer0_mean"]
+    # stripes: spaces and line breaks get more than twice their share in at least one later head
+    assert fig["ch9_boundary_heads_2x"] >= 1 and fig["ch9_boundary_ratio_max"] > 2
+    assert 0 < fig["ch9_boundary_share"] < 0.5
 
 
