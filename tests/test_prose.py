@@ -27,19 +27,12 @@ ALLOWED: dict[str, dict[str, str]] = {
         "16": "the significant digits of a float64 (IEEE 754)",
         "80": "the 80/20 split of test_fraction=0.2, written as a ratio",
     },
-    "03-kernels": {
-        # TEMPORARY, removed when the chapter 3 branch (issue14-ch3) is merged: chapter 3's hardware prose is
-        # being rewritten from detected features there, and this branch must not edit the chapter.
-        "24": "TEMPORARY (chapter 3 branch): bytes of a Python float object",
-        "2800": "TEMPORARY (chapter 3 branch): the size at which B outgrows the L3 cache",
-    },
+    "03-kernels": {},
     "04-classification": {
         "3,000": DATA, "1,797": DATA, "16": DATA + " (gray levels 0 to 16)", "64": DATA + " (8x8 pixels)",
         "2999": "the last sentence number of the 3,000 (0-based)",
         "0.69": "ln 2, the loss of a coin toss", "2.30": "ln 10, the loss of a uniform guess among ten digits",
         "3.4": "the largest float32, 3.4e38 (IEEE 754)",
-        "32": "the panel width of teenygrad's matmul kernel (teenygrad/kernels/matmul.py), which chapter 3 explains",
-        "31": "32 - 1: the padding of a one-column panel",
         "80": "the 80/20 split of test_fraction=0.2, written as a ratio",
         "360": "the size of the test split: 20% of 1,797 digits",
     },
