@@ -11,6 +11,7 @@ notebook and records what happened. Three things are ours:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -38,7 +39,11 @@ class Limits:
     memory_bytes: int = 4 * 2**30
     max_processes: int = 64
     file_bytes: int = 256 * 2**20
+    disk_bytes: int = 2**30  # everything the notebook writes into its work folder (HOME, the current folder)
 
+
+GRADING_DIR_BYTES = 128 * 2**20  # the hidden tests' cases and results: a tmpfs of its own, so a notebook
+# that fills its work folder is still graded on what it computed
 
 @dataclass
 class PartResult:
@@ -105,12 +110,18 @@ def _error_of(cell: nbformat.NotebookNode) -> str:
     return ""
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MB"
+
+
 def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
     outcome = status.get("outcome")
     if outcome == "timeout":
         return f"the notebook ran past the {limits.wall_seconds} s limit and was stopped"
     if outcome == "memory":
         return f"the notebook used more than {limits.memory_bytes / 2**30:g} GiB of memory and was stopped"
+    if outcome == "disk":
+        return f"the notebook wrote more than {_gib(limits.disk_bytes)} into its folder and was stopped"
     if "Timeout waiting for execute reply" in log or "CellTimeoutError" in log:
         return (f"a cell ran past the {limits.cell_seconds} s limit and ignored the interrupt (a loop in compiled "
                 "code?), so the notebook was stopped")
@@ -120,12 +131,16 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
     return "the notebook could not be run" + (f": {last[-1][:200]}" if last else "")
 
 
-def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None) -> tuple[Path, Path]:
+def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None,
+             name: str = "sandbox") -> tuple[Path, Path]:
     """Write the kernelspec and sandbox spec for one submission; return (work folder, status file)."""
     root = os.geteuid() == 0
     uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per worker: no sharing
-    box = private / "sandbox"
+    box = private / name
     work = box / "work"
+    # as root, the work folder is a tmpfs of limits.disk_bytes (in the worker's own mount namespace)
+    mounted = sandbox.mount_work(work, limits.disk_bytes, uid) and sandbox.mount_work(
+        work / "grading", GRADING_DIR_BYTES, uid)
     for sub in ("home", "ipc", "grading"):
         (work / sub).mkdir(parents=True, exist_ok=True)
     if numba_cache and Path(numba_cache).is_dir():  # a copy: nothing compiled inside leaks to the next one
@@ -143,10 +158,11 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str 
         "wall_seconds": limits.wall_seconds, "address_space_bytes": limits.memory_bytes,
         "memory_bytes": limits.memory_bytes + 2**29, "max_processes": limits.max_processes,
         "file_bytes": limits.file_bytes, "status_file": str(box / "status.json"),
+        "disk_bytes": limits.disk_bytes, "disk_mounted": mounted,
     }
     (box / "spec.json").write_text(json.dumps(spec))
     kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
-    kernel_dir.mkdir(parents=True)
+    kernel_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
             sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
@@ -166,7 +182,8 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
     result = Result(assignment, student)
     source_nb = nbformat.read(template / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     parts = judges.load(assignment)
-    with tempfile.TemporaryDirectory(prefix="teenygrad-private-") as tmp:
+    # (the mounts are undone before the folder holding them is removed)
+    with tempfile.TemporaryDirectory(prefix="teenygrad-private-") as tmp, contextlib.ExitStack() as mounts:
         private = Path(tmp)
         root = private / "course"
         shutil.copytree(template, root)
@@ -176,6 +193,8 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         fixed, result.notes = normalize(nbformat.read(notebook, as_version=4), source_nb, released)
         nbformat.write(fixed, sub / f"{assignment}.ipynb")
         work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits, numba_cache)
+        mounts.callback(sandbox.unmount, work)
+        mounts.callback(sandbox.unmount, work / "grading")
         grading_dir = work / "grading"
         drawn = judges.write_cases(parts, grading_dir, seed=secrets.randbits(63))
         spec_path = status_file.parent / "spec.json"
@@ -195,9 +214,12 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
             run = course.api(root, extra=cfg_extra).autograde(assignment, student)
         finally:
             if sandbox.sweep(json.loads((status_file.parent / "spec.json").read_text())):
-                result.notes.append("processes the notebook left running were stopped")
+                result.notes.append("processes or System V shared memory the notebook left behind were removed")
         verdicts = judges.judge(parts, drawn, grading_dir)
         status = json.loads(status_file.read_text()) if status_file.exists() else {}
+        if status.get("disk_full") and status.get("outcome") != "disk":
+            result.notes.append(f"the notebook filled the {_gib(limits.disk_bytes)} of disk space it may use; "
+                                "writes past that failed")
         result.isolation = status.get("isolation", "")
 
         graded_path = root / "autograded" / student / assignment / f"{assignment}.ipynb"

@@ -140,6 +140,16 @@ NUMBA_SPIN = ("import numba\n@numba.njit\ndef spin(x):\n    while x >= 0:\n     
               "    return x\nspin(1)")
 FORK_BOMB = ("import os, time\nchildren = 0\nfor _ in range(5000):\n    pid = os.fork()\n"
              "    if pid == 0:\n        time.sleep(600)\n        os._exit(0)\n    children += 1")
+# System V IPC outlives the processes that made it: 4 blocks of 64 MB, touched, never removed, and a queue
+SYSV_IPC = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+            "IPC_PRIVATE, IPC_CREAT = 0, 0o1000\nblocks = []\nfor _ in range(4):\n"
+            "    shmid = libc.shmget(IPC_PRIVATE, 64 * 2**20, IPC_CREAT | 0o666)\n"
+            "    ctypes.memset(libc.shmat(shmid, None, 0), 1, 64 * 2**20)\n    blocks.append(shmid)\n"
+            "queue = libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o666)\nprint('IPC made', blocks, queue)")
+# 3,000 MB in files under the per-file limit, in the work folder; the grader's disk limit stops it
+DISK_HOG = ("written = 0\ntry:\n    for i in range(30):\n        with open(f'hog{i}.bin', 'wb') as f:\n"
+            "            for _ in range(100):\n                f.write(b'\\0' * 2**20)\n                written += 1\n"
+            "except OSError as e:\n    print(f'stopped after {written} MB: {e}')\nprint('wrote', written, 'MB')")
 HUGE_IMAGE = ("from IPython.display import display\nimport base64\n"
               f"display({{'image/png': {base64.b64encode(b'x' * 10).decode()!r} * 3_000_000}}, raw=True)")
 
@@ -174,6 +184,8 @@ def notebooks(course_root) -> dict[str, bytes]:
         "fork-bomb": insert_after(solved(), "test_mse_gradient", FORK_BOMB),
         "big-output": insert_after(solved(), "test_predict", "print('x' * 100_000_000)"),
         "huge-image": insert_after(solved(), "test_predict", HUGE_IMAGE),
+        "sysv-ipc": insert_after(solved(), "test_mse_gradient", SYSV_IPC),
+        "disk-hog": insert_after(solved(), "test_mse_gradient", DISK_HOG),
     }
     files = {name: nbformat.writes(nb).encode() for name, nb in nbs.items()}
     files["nbformat3"] = nbformat.writes(nbformat.convert(solved(), 3), version=3).encode()
@@ -213,6 +225,8 @@ EXPECTED = {
     "fork-bomb": (7, ""),
     "big-output": (7, ""),
     "huge-image": (7, ""),
+    "sysv-ipc": (7, ""),
+    "disk-hog": (7, ""),  # its writes past the limit failed; every part it computed is graded
     "nbformat3": (7, ""),
     "not-json": (0, "not valid JSON"),
     "empty": (0, "empty"),

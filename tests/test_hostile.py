@@ -101,6 +101,24 @@ def test_no_process_or_cgroup_outlives_the_batch(graded_class):
     assert not [g for box_id, _ in boxes for g in glob.glob(f"/sys/fs/cgroup/*/teenygrad-{box_id}")]
 
 
+def test_no_ipc_object_or_disk_left_behind(graded_class):
+    """sysv-ipc made 4 x 64 MB of shared memory and a queue; disk-hog filled its work folder: none of it stays."""
+    from autograder import sandbox
+
+    root, _, _ = graded_class
+    outputs = (root / "autograded" / "sysv-ipc" / A / f"{A}.ipynb").read_text()
+    assert "IPC made [" in outputs  # it did make them: the test below could fail
+    uids = {int(result_of(root, name)["sandbox"].split(":")[1]) for name in hostile.EXPECTED
+            if result_of(root, name)["sandbox"]}
+    assert not [obj for uid in uids for obj in sandbox._ipc_objects(uid)]
+    hog = result_of(root, "disk-hog")
+    assert "stopped after" in (root / "autograded" / "disk-hog" / A / f"{A}.ipynb").read_text()  # writes failed
+    assert "disk space it may use" in " ".join(hog["notes"])
+    mounts = open("/proc/self/mounts").read()
+    assert "teenygrad-private" not in mounts
+    assert not glob.glob("/tmp/teenygrad-private-*/sandbox/work/hog*.bin")
+
+
 def test_feedback_export_and_resume(graded_class):
     root, _, _ = graded_class
     out = autograder("feedback", A, "--course", str(root), check=True)
@@ -113,5 +131,6 @@ def test_feedback_export_and_resume(graded_class):
     for name, (score, _) in hostile.EXPECTED.items():
         assert float(rows[name]["score"]) == score
     assert "limit" in rows["numba-loop"]["problems"]
+    assert "disk space" in rows["disk-hog"]["problems"]
     again = autograder("grade", A, "--course", str(root), check=True)
     assert f"graded 0, skipped {len(hostile.EXPECTED)}" in again.stdout
