@@ -7,6 +7,7 @@ import csv
 import glob
 import io
 import json
+import os
 import subprocess
 
 import pytest
@@ -134,3 +135,28 @@ def test_feedback_export_and_resume(graded_class):
     assert "disk space" in rows["disk-hog"]["problems"]
     again = autograder("grade", A, "--course", str(root), check=True)
     assert f"graded 0, skipped {len(hostile.EXPECTED)}" in again.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sweep removes a sandbox uid's IPC objects only as root")
+def test_sweep_removes_the_sandbox_uids_ipc_objects():
+    """Objects made outside an IPC namespace (where unsharing it failed) are removed by the end-of-run sweep,
+    and only those of the sandbox's uid."""
+    import ctypes
+    from autograder import sandbox
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, mine = 123457, libc.shmget(0, 4096, 0o1600)  # a segment of ours (root), which must survive
+    pid = os.fork()
+    if pid == 0:  # as the sandbox uid: a shared memory block, a message queue and a semaphore set
+        os.setgid(uid)
+        os.setuid(uid)
+        ok = min(libc.shmget(0, 2**20, 0o1600), libc.msgget(0, 0o1600), libc.semget(0, 1, 0o1600)) >= 0
+        os._exit(0 if ok else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    try:
+        assert sorted(kind for kind, _ in sandbox._ipc_objects(uid)) == ["msg", "sem", "shm"]
+        assert sandbox.sweep({"uid": uid, "id": "test-sweep"}) == 3
+        assert sandbox._ipc_objects(uid) == []
+        assert ("shm", mine) in sandbox._ipc_objects(0)
+    finally:
+        libc.shmctl(mine, 0, None)
