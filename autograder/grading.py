@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, judges, sandbox
+from autograder import course, judges, sandbox, speed
 from autograder.normalize import cap_outputs, normalize
 from teenygrad.grading import GRADING_DIR_ENV
 
@@ -132,7 +132,7 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
 
 
 def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None,
-             name: str = "sandbox") -> tuple[Path, Path]:
+             name: str = "sandbox", kernel: bool = True) -> tuple[Path, Path]:
     """Write the kernelspec and sandbox spec for one submission; return (work folder, status file)."""
     root = os.geteuid() == 0
     uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per worker: no sharing
@@ -161,12 +161,13 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str 
         "disk_bytes": limits.disk_bytes, "disk_mounted": mounted,
     }
     (box / "spec.json").write_text(json.dumps(spec))
-    kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
-    kernel_dir.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
-            sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
-                                                        "language": "python"}))
+    if kernel:
+        kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
+        kernel_dir.mkdir(parents=True)
+        argv = [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
+                sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
+                                                            "language": "python"}))
     if root:
         for dirpath, _dirs, files in os.walk(work):
             os.chown(dirpath, uid, uid)
@@ -216,6 +217,19 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
             if sandbox.sweep(json.loads((status_file.parent / "spec.json").read_text())):
                 result.notes.append("processes or System V shared memory the notebook left behind were removed")
         verdicts = judges.judge(parts, drawn, grading_dir)
+
+        def speed_box(name: str) -> tuple[Path, dict]:  # a sandbox like the kernel's, for a timing harness
+            speed_work, speed_status = _sandbox(private, {}, limits, numba_cache, name=name, kernel=False)
+            mounts.callback(sandbox.unmount, speed_work)
+            mounts.callback(sandbox.unmount, speed_work / "grading")
+            return speed_status.parent, json.loads((speed_status.parent / "spec.json").read_text())
+
+        for name, part in parts.items():  # speed is timed here, by the grader, never by the notebook
+            if part.speed is not None and verdicts[name] is None:
+                try:
+                    verdicts[name] = speed.judge_speed(fixed, name, part.speed, speed_box, secrets.randbits(63))
+                except RuntimeError as e:
+                    verdicts[name] = f"not graded: {e}"
         status = json.loads(status_file.read_text()) if status_file.exists() else {}
         if status.get("disk_full") and status.get("outcome") != "disk":
             result.notes.append(f"the notebook filled the {_gib(limits.disk_bytes)} of disk space it may use; "

@@ -31,17 +31,17 @@ def _gid(cell):
     return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
-def exercise() -> nbformat.NotebookNode:
-    return nbformat.read(course.EXERCISES / f"{ASSIGNMENT}.ipynb", as_version=4)
+def exercise(assignment: str = ASSIGNMENT) -> nbformat.NotebookNode:
+    return nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4)
 
 
-def solved(parts=PARTS) -> nbformat.NotebookNode:
+def solved(parts=PARTS, assignment: str = ASSIGNMENT) -> nbformat.NotebookNode:
     """The exercise with the given parts filled in as a learner would (solution code, no markers)."""
     answers = {}
-    for cell in nbformat.read(course.SOLUTIONS / f"{ASSIGNMENT}.ipynb", as_version=4).cells:
+    for cell in nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4).cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             answers[_gid(cell)] = "\n".join(l for l in cell.source.splitlines() if "### " not in l)
-    nb = exercise()
+    nb = exercise(assignment)
     for cell in nb.cells:
         if _gid(cell) in parts:
             cell.source = answers[_gid(cell)]
@@ -231,4 +231,43 @@ EXPECTED = {
     "not-json": (0, "not valid JSON"),
     "empty": (0, "empty"),
     "other-assignment": (0, "02-tensors"),
+}
+
+
+# ---- exercise 3's speed point (8 points: relu 2, sum 2, blocked matmul 3, faster than naive 1) ---------------
+
+KERNELS = "03-kernels"
+KERNEL_PARTS = ["relu_kernel", "sum_kernel", "blocked_matmul", "blocked_is_faster"]
+# a naive kernel with a clock that runs 20 times slower while "its" kernel is timed: the notebook's own
+# timings say 20x faster than naive, and the grader's own timing says about 1x
+FAKE_CLOCK = """import time
+_real, _mine = time.perf_counter, [False]
+time.perf_counter = lambda: _real() * (0.05 if _mine[0] else 1.0)
+time.time = time.perf_counter
+_naive = matmul_naive  # from the first cell
+
+
+def matmul_naive(a, b, out):
+    _mine[0] = False
+    _naive(a, b, out)
+
+
+def fast_blocked_matmul(a, b, out):
+    _mine[0] = True
+    _naive(a, b, out)
+"""
+
+
+def kernel_notebooks() -> dict[str, bytes]:
+    fake = solved(KERNEL_PARTS, KERNELS)
+    for cell in fake.cells:
+        if _gid(cell) == "blocked_is_faster":
+            cell.source = FAKE_CLOCK
+    return {"kernels-solved": nbformat.writes(solved(KERNEL_PARTS, KERNELS)).encode(),
+            "kernels-fake-clock": nbformat.writes(fake).encode()}
+
+
+KERNEL_EXPECTED = {
+    "kernels-solved": (8, ""),
+    "kernels-fake-clock": (7, "timed by the grader"),  # its own clock said 20x; the grader's says ~1x
 }

@@ -160,3 +160,28 @@ def test_sweep_removes_the_sandbox_uids_ipc_objects():
         assert ("shm", mine) in sandbox._ipc_objects(0)
     finally:
         libc.shmctl(mine, 0, None)
+
+
+@pytest.fixture(scope="module")
+def graded_kernels(tmp_path_factory):
+    """Exercise 3 solved, and with a naive kernel behind a faked clock, graded as a class."""
+    root = tmp_path_factory.mktemp("kernels-course")
+    src = tmp_path_factory.mktemp("kernels-submissions")
+    for name, data in hostile.kernel_notebooks().items():
+        (src / name).mkdir()
+        (src / name / f"{hostile.KERNELS}.ipynb").write_bytes(data)
+    autograder("collect", str(src), "-a", hostile.KERNELS, "--course", str(root), check=True)
+    autograder("grade", hostile.KERNELS, "--course", str(root), "--jobs", "2", check=True)
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(hostile.KERNEL_EXPECTED))
+def test_a_faked_clock_earns_nothing(graded_kernels, name):
+    result = json.loads((graded_kernels / "autograded" / name / hostile.KERNELS / "result.json").read_text())
+    score, text = hostile.KERNEL_EXPECTED[name]
+    speed = next(p for p in result["parts"] if p["name"] == "blocked_is_faster")
+    assert result["score"] == score and result["max_score"] == 8, result["parts"]
+    assert text in speed["message"]
+    if name == "kernels-fake-clock":  # its own visible test believed the fake clock
+        outputs = (graded_kernels / "autograded" / name / hostile.KERNELS / f"{hostile.KERNELS}.ipynb").read_text()
+        assert "fast_blocked_matmul: visible tests passed" in outputs
