@@ -106,7 +106,9 @@ class _Harness:
 
     def why_not(self) -> str:
         """The last line the harness wrote to standard error (a traceback's), for the learner."""
-        lines = [l for l in self.log.read_text(errors="replace").splitlines() if l.strip()]
+        with open(self.log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            lines = [l for l in f.read().decode(errors="replace").splitlines() if l.strip()]
         return lines[-1][:300] if lines else ""
 
     def close(self, kill: bool) -> None:
@@ -139,7 +141,7 @@ def part_cells(nb: nbformat.NotebookNode, part: str) -> str:
 def _run(box: Path, spec: dict, config: dict, speed: Speed, rng: np.random.Generator,
          budget: float) -> tuple[list[float], str]:
     """Serve one kernel and time `speed.calls` calls; return (seconds per call, why it failed or "")."""
-    harness = _Harness(box, spec, config, box / "harness.log")
+    harness = _Harness(box, spec, config, Path(spec["work_dir"]) / ".harness.log")  # within the disk limit
     why = "interrupted"
     try:
         if not harness.ready():
