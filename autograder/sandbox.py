@@ -63,19 +63,25 @@ def private_mounts() -> bool:
     (nbgrader, the sandbox wrapper) and vanish with them: nothing is left mounted on the machine even if the
     worker is killed.
     """
+    global _private
     if os.geteuid() != 0:
         return False
     try:
         _check(_libc.unshare(CLONE_NEWNS), "unshare")
         _mount("none", "/", None, MS_REC | MS_PRIVATE)
-        return True
+        _private = True
     except OSError:
-        return False
+        pass
+    return _private
+
+
+_private = False  # whether this process has its own mount namespace (private_mounts)
 
 
 def mount_work(work: Path, size_bytes: int, uid: int) -> bool:
-    """Mount a tmpfs of `size_bytes` on `work`, owned by `uid` (root only; call `private_mounts` first)."""
-    if os.geteuid() != 0:
+    """Mount a tmpfs of `size_bytes` on `work`, owned by `uid`; only as root in a private mount namespace
+    (`private_mounts`), so that a crash can never leave it mounted on the machine."""
+    if os.geteuid() != 0 or not _private:
         return False
     work.mkdir(parents=True, exist_ok=True)
     try:

@@ -85,7 +85,8 @@ def test_namesakes_on_a_platform_are_two_learners(tmp_path):
     assert sorted(p.name for p in (root / "submitted").iterdir()) == sorted(ids)
     for student, n in ids.items():
         (attempt,) = (root / "originals" / student / A).iterdir()
-        assert (attempt / f"{A}.ipynb").read_bytes() == _different(n)
+        (kept,) = attempt.iterdir()  # under the name it was handed in as
+        assert kept.read_bytes() == _different(n)
     autograder("grade", A, "--course", str(root), "--jobs", "2", check=True)
     exported = autograder("export", A, "--course", str(root), check=True).stdout
     for student in ids:
