@@ -5,7 +5,8 @@ notebook and records what happened. Three things are ours:
 
 1. The kernel runs in `autograder.sandbox` (nbgrader starts it from a kernelspec we write), with limits.
 2. Hidden tests only *report* outputs (teenygrad.grading.report); the judge compares them with its reference
-   here, in the trusted process, and that verdict is the score of each test cell.
+   here, in the trusted process, and that verdict is the score of each test cell. A part that must also be
+   fast is timed here too, never in the notebook (autograder.speed).
 3. Grading happens in a private, throw-away course directory. The caller copies the outcome into the real
    course (autograder.gradebook.record), so a submission never touches the real gradebook.
 """
