@@ -131,8 +131,8 @@ def export(root: Path, db_url: str | None, out, assignments: list[str]) -> int:
                 result = load_result(root, student, assignment)
                 parts = "; ".join(f"{p.name} {p.score:g}/{p.max_score:g}" for p in result.parts) if result else ""
                 problems = "; ".join(f"{p.name}: {p.message}" for p in result.parts if p.message) if result else ""
-                if result and result.error:
-                    problems = f"{result.error}; {problems}" if problems else result.error
+                if result:  # why it stopped, why points were lost, then what the grader noted (a limit hit)
+                    problems = "; ".join(filter(None, [result.error, problems, *result.notes]))
                 writer.writerow([student, assignment, f"{sub.score:g}", f"{sub.max_score:g}", parts, problems,
                                  sub.timestamp.isoformat() if sub.timestamp else ""])
                 rows += 1

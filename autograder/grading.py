@@ -5,12 +5,14 @@ notebook and records what happened. Three things are ours:
 
 1. The kernel runs in `autograder.sandbox` (nbgrader starts it from a kernelspec we write), with limits.
 2. Hidden tests only *report* outputs (teenygrad.grading.report); the judge compares them with its reference
-   here, in the trusted process, and that verdict is the score of each test cell.
+   here, in the trusted process, and that verdict is the score of each test cell. A part that must also be
+   fast is timed here too, never in the notebook (autograder.speed).
 3. Grading happens in a private, throw-away course directory. The caller copies the outcome into the real
    course (autograder.gradebook.record), so a submission never touches the real gradebook.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, judges, sandbox
+from autograder import course, judges, sandbox, speed
 from autograder.normalize import cap_outputs, normalize
 from teenygrad.grading import GRADING_DIR_ENV
 
@@ -38,7 +40,11 @@ class Limits:
     memory_bytes: int = 4 * 2**30
     max_processes: int = 64
     file_bytes: int = 256 * 2**20
+    disk_bytes: int = 2**30  # everything the notebook writes into its work folder (HOME, the current folder)
 
+
+GRADING_DIR_BYTES = 128 * 2**20  # the hidden tests' cases and results: a tmpfs of its own, so a notebook
+# that fills its work folder is still graded on what it computed
 
 @dataclass
 class PartResult:
@@ -105,12 +111,18 @@ def _error_of(cell: nbformat.NotebookNode) -> str:
     return ""
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MB"
+
+
 def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
     outcome = status.get("outcome")
     if outcome == "timeout":
         return f"the notebook ran past the {limits.wall_seconds} s limit and was stopped"
     if outcome == "memory":
         return f"the notebook used more than {limits.memory_bytes / 2**30:g} GiB of memory and was stopped"
+    if outcome == "disk":
+        return f"the notebook wrote more than {_gib(limits.disk_bytes)} into its folder and was stopped"
     if "Timeout waiting for execute reply" in log or "CellTimeoutError" in log:
         return (f"a cell ran past the {limits.cell_seconds} s limit and ignored the interrupt (a loop in compiled "
                 "code?), so the notebook was stopped")
@@ -120,12 +132,16 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
     return "the notebook could not be run" + (f": {last[-1][:200]}" if last else "")
 
 
-def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None) -> tuple[Path, Path]:
+def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None,
+             name: str = "sandbox", kernel: bool = True) -> tuple[Path, Path]:
     """Write the kernelspec and sandbox spec for one submission; return (work folder, status file)."""
     root = os.geteuid() == 0
     uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per worker: no sharing
-    box = private / "sandbox"
+    box = private / name
     work = box / "work"
+    # as root, the work folder is a tmpfs of limits.disk_bytes (in the worker's own mount namespace)
+    mounted = sandbox.mount_work(work, limits.disk_bytes, uid) and sandbox.mount_work(
+        work / "grading", GRADING_DIR_BYTES, uid)
     for sub in ("home", "ipc", "grading"):
         (work / sub).mkdir(parents=True, exist_ok=True)
     if numba_cache and Path(numba_cache).is_dir():  # a copy: nothing compiled inside leaks to the next one
@@ -144,14 +160,16 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str 
         "wall_seconds": limits.wall_seconds, "address_space_bytes": limits.memory_bytes,
         "memory_bytes": limits.memory_bytes + 2**29, "max_processes": limits.max_processes,
         "file_bytes": limits.file_bytes, "status_file": str(box / "status.json"),
+        "disk_bytes": limits.disk_bytes, "disk_mounted": mounted,
     }
     (box / "spec.json").write_text(json.dumps(spec))
-    kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
-    kernel_dir.mkdir(parents=True)
-    argv = [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
-            sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
-                                                        "language": "python"}))
+    if kernel:
+        kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
+        kernel_dir.mkdir(parents=True)
+        argv = [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
+                sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
+                                                            "language": "python"}))
     if root:
         for dirpath, _dirs, files in os.walk(work):
             os.chown(dirpath, uid, uid)
@@ -167,7 +185,8 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
     result = Result(assignment, student)
     source_nb = nbformat.read(template / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     parts = judges.load(assignment)
-    with tempfile.TemporaryDirectory(prefix="teenygrad-private-") as tmp:
+    # (the mounts are undone before the folder holding them is removed)
+    with tempfile.TemporaryDirectory(prefix="teenygrad-private-") as tmp, contextlib.ExitStack() as mounts:
         private = Path(tmp)
         root = private / "course"
         shutil.copytree(template, root)
@@ -177,6 +196,8 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         fixed, result.notes = normalize(nbformat.read(notebook, as_version=4), source_nb, released)
         nbformat.write(fixed, sub / f"{assignment}.ipynb")
         work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits, numba_cache)
+        mounts.callback(sandbox.unmount, work)
+        mounts.callback(sandbox.unmount, work / "grading")
         grading_dir = work / "grading"
         drawn = judges.write_cases(parts, grading_dir, seed=secrets.randbits(63))
         spec_path = status_file.parent / "spec.json"
@@ -196,9 +217,25 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
             run = course.api(root, extra=cfg_extra).autograde(assignment, student)
         finally:
             if sandbox.sweep(json.loads((status_file.parent / "spec.json").read_text())):
-                result.notes.append("processes the notebook left running were stopped")
+                result.notes.append("processes or System V shared memory the notebook left behind were removed")
         verdicts = judges.judge(parts, drawn, grading_dir)
+
+        def speed_box(name: str) -> tuple[Path, dict]:  # a sandbox like the kernel's, for a timing harness
+            speed_work, speed_status = _sandbox(private, {}, limits, numba_cache, name=name, kernel=False)
+            mounts.callback(sandbox.unmount, speed_work)
+            mounts.callback(sandbox.unmount, speed_work / "grading")
+            return speed_status.parent, json.loads((speed_status.parent / "spec.json").read_text())
+
+        for name, part in parts.items():  # speed is timed here, by the grader, never by the notebook
+            if part.speed is not None and verdicts[name] is None:
+                try:
+                    verdicts[name] = speed.judge_speed(fixed, name, part.speed, speed_box, secrets.randbits(63))
+                except RuntimeError as e:
+                    verdicts[name] = f"not graded: {e}"
         status = json.loads(status_file.read_text()) if status_file.exists() else {}
+        if status.get("disk_full") and status.get("outcome") != "disk":
+            result.notes.append(f"the notebook filled the {_gib(limits.disk_bytes)} of disk space it may use; "
+                                "writes past that failed")
         result.isolation = status.get("isolation", "")
 
         graded_path = root / "autograded" / student / assignment / f"{assignment}.ipynb"

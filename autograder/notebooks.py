@@ -6,6 +6,15 @@ from pathlib import Path
 
 import nbformat
 
+# One limit for every way a notebook reaches the grader (`check`, `collect`, `grade`). A notebook with many
+# plots is a few MB; past this it is almost always a stored data set or a flood of output.
+MAX_NOTEBOOK_BYTES = 64 * 2**20
+
+
+def too_big(size: int) -> str:
+    """The one message for a notebook over the limit: what is wrong and what to do."""
+    return (f"the file is {size / 2**20:.0f} MB, over the autograder's limit of {MAX_NOTEBOOK_BYTES >> 20} MB for a "
+            "notebook: clear its outputs (Edit > Clear Outputs of All Cells), save and hand it in again")
 
 
 class BadNotebook(Exception):
@@ -18,6 +27,9 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
         raise BadNotebook(f"{path}: no such file")
     if path.is_dir():
         raise BadNotebook(f"{path}: is a folder, not a notebook file")
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise BadNotebook(f"{path}: {too_big(size)}")
     raw = path.read_bytes()
     if not raw.strip():
         raise BadNotebook(f"{path}: the file is empty (0 cells): save the notebook from JupyterLab and try again")

@@ -3,19 +3,23 @@
 nbgrader starts kernels from a kernelspec; the grader writes one whose argv goes through this module, so
 the process nbgrader sees as "the kernel" is this wrapper, and the learner's code runs in a child that:
 
-- lives in new pid, mount and network namespaces (when we are root): it sees only its own processes, has
-  no network at all (the kernel talks to nbgrader over Unix sockets), and cannot signal the grader;
+- lives in new pid, mount, network and IPC namespaces (when we are root): it sees only its own processes,
+  has no network at all (the kernel talks to nbgrader over Unix sockets), cannot signal the grader, and its
+  System V shared memory, semaphores and message queues vanish with it;
 - is chrooted into a root filesystem built from an allowlist (system folders, Python, the virtualenv and
   the teenygrad package, read-only, plus its own work folder), so the course directory, gradebook,
   solutions, judges, tests and other submissions do not exist for it; /tmp and HOME are private;
 - runs as an unprivileged uid of its own, so it can write nothing outside its work folder;
 - has limits: address space and file size (rlimits), process count (cgroup pids.max or RLIMIT_NPROC),
-  memory (cgroup memory limit when available).
+  memory (cgroup memory limit when available), and disk: the grader mounts its work folder as a tmpfs of
+  `disk_bytes` (`mount_work`), so a write past that fails with "No space left on device".
 
 The wrapper itself stays outside: it enforces the wall-clock limit by killing the child's whole pid
-namespace (a numba loop ignores the kernel interrupt, so killing is the only sure stop) and writes what
-happened to `status_file` for the grader. Without root it falls back to rlimits, a new session and the
-wall clock, and says so in the status file.
+namespace (a numba loop ignores the kernel interrupt, so killing is the only sure stop), watches the work
+folder's disk space, and writes what happened to `status_file` for the grader. Without root it falls back
+to rlimits, a new session, the wall clock and a watched quota (the kernel is stopped once its work folder
+holds more than `disk_bytes`), and says so in the status file; `sweep` then cannot tell the learner's
+System V IPC objects from the user's own and leaves them alone.
 """
 from __future__ import annotations
 
@@ -29,10 +33,14 @@ import sys
 import time
 from pathlib import Path
 
-CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x40000000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REMOUNT, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 32, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
+MNT_DETACH = 2
+IPC_RMID = 0
 CGROUP = Path("/sys/fs/cgroup")
+DISK_FULL_BYTES = 2**20  # a work folder with less free space than this was filled
+DISK_POLL_SECONDS = 1.0  # how often the non-root quota adds up the work folder
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -46,6 +54,63 @@ def _check(rc: int, what: str) -> None:
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
                        data.encode() if data else None), f"mount {target}")
+
+
+def private_mounts() -> bool:
+    """Give this process (the grader's worker) a mount namespace of its own, if we are root.
+
+    Mounts made afterwards (the sandbox's tmpfs work folder) are seen by this process and its children
+    (nbgrader, the sandbox wrapper) and vanish with them: nothing is left mounted on the machine even if the
+    worker is killed.
+    """
+    global _private
+    if os.geteuid() != 0:
+        return False
+    try:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare")
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        _private = True
+    except OSError:
+        pass
+    return _private
+
+
+_private = False  # whether this process has its own mount namespace (private_mounts)
+
+
+def mount_work(work: Path, size_bytes: int, uid: int) -> bool:
+    """Mount a tmpfs of `size_bytes` on `work`, owned by `uid`; only as root in a private mount namespace
+    (`private_mounts`), so that a crash can never leave it mounted on the machine."""
+    if os.geteuid() != 0 or not _private:
+        return False
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        _mount("tmpfs", str(work), "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={size_bytes},mode=0700,uid={uid},gid={uid}")
+        return True
+    except OSError:
+        return False
+
+
+def unmount(path: Path) -> None:
+    _libc.umount2(str(path).encode(), MNT_DETACH)
+
+
+def _folder_bytes(path: str) -> int:
+    """What the files under `path` take on disk (the non-root quota)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def _disk_free(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
 
 
 def _build_root(spec: dict) -> Path:
@@ -76,7 +141,7 @@ def _build_root(spec: dict) -> Path:
     _mount("tmpfs", str(root / "dev" / "shm"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
     work = root / spec["work_dir"].lstrip("/")
     work.mkdir(parents=True, exist_ok=True)
-    _mount(spec["work_dir"], str(work), None, MS_BIND)
+    _mount(spec["work_dir"], str(work), None, MS_BIND | MS_REC)  # with its grading tmpfs
     return root
 
 
@@ -116,7 +181,7 @@ def _child(spec: dict, argv: list[str], isolated: bool, ready: int) -> None:
         work = spec["work_dir"]
         if isolated:
             # our own mounts and no network; the wrapper keeps its view to write the status file
-            _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+            _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC), "unshare")
             _mount("none", "/", None, MS_REC | MS_PRIVATE)
             _chroot_into(_build_root(spec))
         os.chdir(work)
@@ -189,14 +254,23 @@ def run(spec: dict, argv: list[str]) -> int:
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, stop)
     deadline = start + spec["wall_seconds"]
-    outcome, code = "exited", 0
+    outcome, code, disk_full, next_poll = "exited", 0, False, start
+    work, disk_bytes, mounted = spec["work_dir"], spec.get("disk_bytes"), spec.get("disk_mounted", False)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(status)
             break
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             outcome = "timeout"
+        elif disk_bytes and mounted:  # the tmpfs refuses writes past its size: note that it was hit
+            disk_full = disk_full or _disk_free(work) < DISK_FULL_BYTES
+        elif disk_bytes and now >= next_poll:  # no tmpfs: add the folder up now and then, stop it past the quota
+            next_poll = now + DISK_POLL_SECONDS
+            if _folder_bytes(work) > disk_bytes:
+                outcome = "disk"
+        if outcome != "exited":
             _kill(pid, isolated)
             os.waitpid(pid, 0)
             code = -signal.SIGKILL
@@ -204,8 +278,10 @@ def run(spec: dict, argv: list[str]) -> int:
         time.sleep(0.05)
     if outcome == "exited" and code == -signal.SIGKILL and any(_oom(g) for g in groups):
         outcome = "memory"
+    disk = "tmpfs" if mounted else "watched quota"
     _write_status(spec, outcome=outcome, exit_code=code, seconds=round(time.monotonic() - start, 2),
-                  isolation="namespaces+uid+cgroups" if isolated else "rlimits+session (not root)")
+                  disk_full=disk_full or outcome == "disk",
+                  isolation=f"namespaces+uid+cgroups+{disk}" if isolated else f"rlimits+session+{disk} (not root)")
     for group in groups:
         _remove_cgroup(group)
     shutil.rmtree(f"/dev/shm/teenygrad-root-{spec['id']}", ignore_errors=True)  # empty mount points
@@ -241,10 +317,44 @@ def _remove_cgroup(group: Path) -> None:
             time.sleep(0.05)
 
 
-def sweep(spec: dict) -> int:
-    """Kill whatever still runs as the sandbox's own uid and remove its cgroups: the grader's last word.
+def _ipc_objects(uid: int) -> list[tuple[str, int]]:
+    """(kind, id) of every System V shared memory segment, message queue and semaphore set `uid` owns or made."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        header = lines[0].split() if lines else []
+        for line in lines[1:]:
+            row = dict(zip(header, line.split()))
+            if uid in (int(row.get("uid", -1)), int(row.get("cuid", -1))):
+                found.append((kind, int(row[{"shm": "shmid", "msg": "msqid", "sem": "semid"}[kind]])))
+    return found
 
-    Every sandbox gets a uid of its own, so this touches nothing else. Returns how many were killed.
+
+def remove_ipc(uid: int) -> int:
+    """Remove every System V IPC object of `uid` in our IPC namespace; return how many there were.
+
+    The sandbox has an IPC namespace of its own, whose objects vanish with its last process; this catches
+    whatever was made outside one (a machine where unsharing IPC failed)."""
+    objects = _ipc_objects(uid)
+    for kind, ident in objects:
+        if kind == "shm":
+            _libc.shmctl(ident, IPC_RMID, None)
+        elif kind == "msg":
+            _libc.msgctl(ident, IPC_RMID, None)
+        else:
+            _libc.semctl(ident, 0, IPC_RMID)
+    return len(objects)
+
+
+def sweep(spec: dict) -> int:
+    """Kill whatever still runs as the sandbox's own uid, remove its System V IPC objects and its cgroups:
+    the grader's last word.
+
+    Every sandbox gets a uid of its own, so this touches nothing else. Returns how many processes and IPC
+    objects were left behind.
     """
     killed = 0
     if os.geteuid() != 0 or not spec.get("uid"):
@@ -257,6 +367,7 @@ def sweep(spec: dict) -> int:
                     killed += 1
             except (FileNotFoundError, ProcessLookupError, PermissionError):
                 pass
+    killed += remove_ipc(spec["uid"])  # after the kills: a process still running could make another
     for controller in ("pids", "memory"):
         _remove_cgroup(CGROUP / controller / f"teenygrad-{spec['id']}")
     shutil.rmtree(f"/dev/shm/teenygrad-root-{spec['id']}", ignore_errors=True)

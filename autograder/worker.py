@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import sandbox
 from autograder.grading import Limits, PartResult, Result, grade_in_private_course, part_name, test_cells
 from autograder.notebooks import BadNotebook, read_notebook
 
@@ -51,6 +52,7 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     # defence in depth: a flood of output is held in this process's memory; let it fail here, not the batch
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    sandbox.private_mounts()  # the sandbox's tmpfs work folder is mounted here and vanishes with this process
     job_path = Path(sys.argv[1])
     job = json.loads(job_path.read_text())
     result = run(job)

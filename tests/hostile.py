@@ -31,17 +31,17 @@ def _gid(cell):
     return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
-def exercise() -> nbformat.NotebookNode:
-    return nbformat.read(course.EXERCISES / f"{ASSIGNMENT}.ipynb", as_version=4)
+def exercise(assignment: str = ASSIGNMENT) -> nbformat.NotebookNode:
+    return nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4)
 
 
-def solved(parts=PARTS) -> nbformat.NotebookNode:
+def solved(parts=PARTS, assignment: str = ASSIGNMENT) -> nbformat.NotebookNode:
     """The exercise with the given parts filled in as a learner would (solution code, no markers)."""
     answers = {}
-    for cell in nbformat.read(course.SOLUTIONS / f"{ASSIGNMENT}.ipynb", as_version=4).cells:
+    for cell in nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4).cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             answers[_gid(cell)] = "\n".join(l for l in cell.source.splitlines() if "### " not in l)
-    nb = exercise()
+    nb = exercise(assignment)
     for cell in nb.cells:
         if _gid(cell) in parts:
             cell.source = answers[_gid(cell)]
@@ -140,6 +140,16 @@ NUMBA_SPIN = ("import numba\n@numba.njit\ndef spin(x):\n    while x >= 0:\n     
               "    return x\nspin(1)")
 FORK_BOMB = ("import os, time\nchildren = 0\nfor _ in range(5000):\n    pid = os.fork()\n"
              "    if pid == 0:\n        time.sleep(600)\n        os._exit(0)\n    children += 1")
+# System V IPC outlives the processes that made it: 4 blocks of 64 MB, touched, never removed, and a queue
+SYSV_IPC = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+            "IPC_PRIVATE, IPC_CREAT = 0, 0o1000\nblocks = []\nfor _ in range(4):\n"
+            "    shmid = libc.shmget(IPC_PRIVATE, 64 * 2**20, IPC_CREAT | 0o666)\n"
+            "    ctypes.memset(libc.shmat(shmid, None, 0), 1, 64 * 2**20)\n    blocks.append(shmid)\n"
+            "queue = libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o666)\nprint('IPC made', blocks, queue)")
+# 3,000 MB in files under the per-file limit, in the work folder; the grader's disk limit stops it
+DISK_HOG = ("written = 0\ntry:\n    for i in range(30):\n        with open(f'hog{i}.bin', 'wb') as f:\n"
+            "            for _ in range(100):\n                f.write(b'\\0' * 2**20)\n                written += 1\n"
+            "except OSError as e:\n    print(f'stopped after {written} MB: {e}')\nprint('wrote', written, 'MB')")
 HUGE_IMAGE = ("from IPython.display import display\nimport base64\n"
               f"display({{'image/png': {base64.b64encode(b'x' * 10).decode()!r} * 3_000_000}}, raw=True)")
 
@@ -174,6 +184,8 @@ def notebooks(course_root) -> dict[str, bytes]:
         "fork-bomb": insert_after(solved(), "test_mse_gradient", FORK_BOMB),
         "big-output": insert_after(solved(), "test_predict", "print('x' * 100_000_000)"),
         "huge-image": insert_after(solved(), "test_predict", HUGE_IMAGE),
+        "sysv-ipc": insert_after(solved(), "test_mse_gradient", SYSV_IPC),
+        "disk-hog": insert_after(solved(), "test_mse_gradient", DISK_HOG),
     }
     files = {name: nbformat.writes(nb).encode() for name, nb in nbs.items()}
     files["nbformat3"] = nbformat.writes(nbformat.convert(solved(), 3), version=3).encode()
@@ -213,8 +225,49 @@ EXPECTED = {
     "fork-bomb": (7, ""),
     "big-output": (7, ""),
     "huge-image": (7, ""),
+    "sysv-ipc": (7, ""),
+    "disk-hog": (7, ""),  # its writes past the limit failed; every part it computed is graded
     "nbformat3": (7, ""),
     "not-json": (0, "not valid JSON"),
     "empty": (0, "empty"),
     "other-assignment": (0, "02-tensors"),
+}
+
+
+# ---- exercise 3's speed point (8 points: relu 2, sum 2, blocked matmul 3, faster than naive 1) ---------------
+
+KERNELS = "03-kernels"
+KERNEL_PARTS = ["relu_kernel", "sum_kernel", "blocked_matmul", "blocked_is_faster"]
+# a naive kernel with a clock that runs 20 times slower while "its" kernel is timed: the notebook's own
+# timings say 20x faster than naive, and the grader's own timing says about 1x
+FAKE_CLOCK = """import time
+_real, _mine = time.perf_counter, [False]
+time.perf_counter = lambda: _real() * (0.05 if _mine[0] else 1.0)
+time.time = time.perf_counter
+_naive = matmul_naive  # from the first cell
+
+
+def matmul_naive(a, b, out):
+    _mine[0] = False
+    _naive(a, b, out)
+
+
+def fast_blocked_matmul(a, b, out):
+    _mine[0] = True
+    _naive(a, b, out)
+"""
+
+
+def kernel_notebooks() -> dict[str, bytes]:
+    fake = solved(KERNEL_PARTS, KERNELS)
+    for cell in fake.cells:
+        if _gid(cell) == "blocked_is_faster":
+            cell.source = FAKE_CLOCK
+    return {"kernels-solved": nbformat.writes(solved(KERNEL_PARTS, KERNELS)).encode(),
+            "kernels-fake-clock": nbformat.writes(fake).encode()}
+
+
+KERNEL_EXPECTED = {
+    "kernels-solved": (8, ""),
+    "kernels-fake-clock": (7, "timed by the grader"),  # its own clock said 20x; the grader's says ~1x
 }

@@ -165,34 +165,34 @@ def test_judge_rejects_wrong_kernels(mistake, tmp_path, monkeypatch):
     assert verdicts[part] is not None, mistake
 
 
-def test_speed_check_needs_a_right_product_and_a_speedup():
+def test_speed_check_needs_the_right_product():
     rng = np.random.default_rng(0)
     case = PARTS["blocked_is_faster"].cases(rng)[0]
     a, b = case
     check = PARTS["blocked_is_faster"].check
     right = (a.astype(np.float64) @ b).astype(np.float32)
-    assert check(case, (right, np.float64(0.001), np.float64(0.01))) is None
-    assert "times as fast" in check(case, (right, np.float64(0.006), np.float64(0.01)))
-    assert "did not compute" in check(case, (np.zeros_like(right), np.float64(0.001), np.float64(0.01)))
-    assert "positive" in check(case, (right, np.float64(0.0), np.float64(0.01)))
-    assert "positive" in check(case, (right, np.float64(np.nan), np.float64(0.01)))
-    assert "reported" in check(case, (right,))
+    assert check(case, (right,)) is None
+    assert "did not compute" in check(case, (np.zeros_like(right),))
+    assert "did not compute" in check(case, (right[:-1],))
+    assert "reported" in check(case, (right, np.float64(0.001), np.float64(0.01)))
 
 
-def test_hidden_speed_test_reports_product_and_times(tmp_path, monkeypatch):
-    """The speed part end to end, with the clock replaced so that nothing here depends on timing."""
+def test_hidden_speed_test_reports_only_the_product(tmp_path, monkeypatch):
+    """The notebook reports no timings (its clock could be faked): the grader times the kernel itself
+    (autograder/speed.py, tested in tests/test_speed.py)."""
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
     namespace, hidden = _notebook_namespace()
-    ticks = iter(range(10**6))
-    namespace["time"] = type("FakeTime", (), {"perf_counter": staticmethod(lambda: float(next(ticks)))})
+    assert "median_seconds" not in hidden["blocked_is_faster"] and "time" not in hidden["blocked_is_faster"].replace(
+        "times fast_blocked_matmul itself", "")
     drawn = write_cases(PARTS, tmp_path, seed=3)
     exec(compile(hidden["blocked_is_faster"], "<hidden>", "exec"), namespace)
     with np.load(tmp_path / "results" / "blocked_is_faster" / "0.npz") as z:
-        product, seconds, naive = z["out0"], z["out1"], z["out2"]
+        assert z.files == ["out0"]
+        product = z["out0"]
     a, b = drawn["blocked_is_faster"][0]
     np.testing.assert_allclose(product, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
-    assert seconds == naive == 1.0  # every timed call took one fake tick: equal times, so the part fails
-    assert "times as fast" in judge(PARTS, drawn, tmp_path)["blocked_is_faster"]
+    assert judge(PARTS, drawn, tmp_path)["blocked_is_faster"] is None
+    assert PARTS["blocked_is_faster"].speed.function == FUNCTION["blocked_is_faster"]
 
 
 # --- the chapter -------------------------------------------------------------------------------------------

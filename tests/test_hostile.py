@@ -7,6 +7,7 @@ import csv
 import glob
 import io
 import json
+import os
 import subprocess
 
 import pytest
@@ -101,6 +102,24 @@ def test_no_process_or_cgroup_outlives_the_batch(graded_class):
     assert not [g for box_id, _ in boxes for g in glob.glob(f"/sys/fs/cgroup/*/teenygrad-{box_id}")]
 
 
+def test_no_ipc_object_or_disk_left_behind(graded_class):
+    """sysv-ipc made 4 x 64 MB of shared memory and a queue; disk-hog filled its work folder: none of it stays."""
+    from autograder import sandbox
+
+    root, _, _ = graded_class
+    outputs = (root / "autograded" / "sysv-ipc" / A / f"{A}.ipynb").read_text()
+    assert "IPC made [" in outputs  # it did make them: the test below could fail
+    uids = {int(result_of(root, name)["sandbox"].split(":")[1]) for name in hostile.EXPECTED
+            if result_of(root, name)["sandbox"]}
+    assert not [obj for uid in uids for obj in sandbox._ipc_objects(uid)]
+    hog = result_of(root, "disk-hog")
+    assert "stopped after" in (root / "autograded" / "disk-hog" / A / f"{A}.ipynb").read_text()  # writes failed
+    assert "disk space it may use" in " ".join(hog["notes"])
+    mounts = open("/proc/self/mounts").read()
+    assert "teenygrad-private" not in mounts
+    assert not glob.glob("/tmp/teenygrad-private-*/sandbox/work/hog*.bin")
+
+
 def test_feedback_export_and_resume(graded_class):
     root, _, _ = graded_class
     out = autograder("feedback", A, "--course", str(root), check=True)
@@ -113,5 +132,56 @@ def test_feedback_export_and_resume(graded_class):
     for name, (score, _) in hostile.EXPECTED.items():
         assert float(rows[name]["score"]) == score
     assert "limit" in rows["numba-loop"]["problems"]
+    assert "disk space" in rows["disk-hog"]["problems"]
     again = autograder("grade", A, "--course", str(root), check=True)
     assert f"graded 0, skipped {len(hostile.EXPECTED)}" in again.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sweep removes a sandbox uid's IPC objects only as root")
+def test_sweep_removes_the_sandbox_uids_ipc_objects():
+    """Objects made outside an IPC namespace (where unsharing it failed) are removed by the end-of-run sweep,
+    and only those of the sandbox's uid."""
+    import ctypes
+    from autograder import sandbox
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, mine = 123457, libc.shmget(0, 4096, 0o1600)  # a segment of ours (root), which must survive
+    pid = os.fork()
+    if pid == 0:  # as the sandbox uid: a shared memory block, a message queue and a semaphore set
+        os.setgid(uid)
+        os.setuid(uid)
+        ok = min(libc.shmget(0, 2**20, 0o1600), libc.msgget(0, 0o1600), libc.semget(0, 1, 0o1600)) >= 0
+        os._exit(0 if ok else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    try:
+        assert sorted(kind for kind, _ in sandbox._ipc_objects(uid)) == ["msg", "sem", "shm"]
+        assert sandbox.sweep({"uid": uid, "id": "test-sweep"}) == 3
+        assert sandbox._ipc_objects(uid) == []
+        assert ("shm", mine) in sandbox._ipc_objects(0)
+    finally:
+        libc.shmctl(mine, 0, None)
+
+
+@pytest.fixture(scope="module")
+def graded_kernels(tmp_path_factory):
+    """Exercise 3 solved, and with a naive kernel behind a faked clock, graded as a class."""
+    root = tmp_path_factory.mktemp("kernels-course")
+    src = tmp_path_factory.mktemp("kernels-submissions")
+    for name, data in hostile.kernel_notebooks().items():
+        (src / name).mkdir()
+        (src / name / f"{hostile.KERNELS}.ipynb").write_bytes(data)
+    autograder("collect", str(src), "-a", hostile.KERNELS, "--course", str(root), check=True)
+    autograder("grade", hostile.KERNELS, "--course", str(root), "--jobs", "2", check=True)
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(hostile.KERNEL_EXPECTED))
+def test_a_faked_clock_earns_nothing(graded_kernels, name):
+    result = json.loads((graded_kernels / "autograded" / name / hostile.KERNELS / "result.json").read_text())
+    score, text = hostile.KERNEL_EXPECTED[name]
+    speed = next(p for p in result["parts"] if p["name"] == "blocked_is_faster")
+    assert result["score"] == score and result["max_score"] == 8, result["parts"]
+    assert text in speed["message"]
+    if name == "kernels-fake-clock":  # its own visible test believed the fake clock
+        outputs = (graded_kernels / "autograded" / name / hostile.KERNELS / f"{hostile.KERNELS}.ipynb").read_text()
+        assert "fast_blocked_matmul: visible tests passed" in outputs

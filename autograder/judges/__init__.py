@@ -17,6 +17,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from autograder.speed import Speed
+
 Case = tuple  # the positional arguments of one call
 
 
@@ -29,6 +31,7 @@ class Part:
     check: Optional[Callable[[Case, tuple], Optional[str]]] = None  # returns None if right, else why not
     rtol: float = 1e-5
     atol: float = 1e-6
+    speed: Optional[Speed] = None  # a speed requirement too, timed by the grader (autograder/speed.py)
 
 
 def load(assignment: str) -> dict[str, Part]:

@@ -1,0 +1,195 @@
+"""Points that depend on speed, timed by the grader, never by the learner's process.
+
+A learner's notebook can patch `time.perf_counter` (or anything else) in its own process, so timings it
+reports prove nothing. Instead, after the notebook has run, the grader times the learner's kernel itself:
+
+1. The part's cells (the notebook's locked setup cells and the part's solution cell, from the submission
+   the grader holds) are written to a file in a fresh sandbox, exactly as isolated as the kernel was: the
+   learner's code is still untrusted. `autograder/harness.py` runs them there and serves calls on a pipe.
+2. The reference kernel is served the same way, in a sandbox of its own that runs before the learner's
+   exists, so nothing of the learner's is running while the reference is timed.
+3. For every timed call the grader starts its own clock, sends freshly drawn inputs (so there is nothing
+   to compute or look up in advance), and stops the clock when the whole output is back. Every output is
+   checked against numpy; a wrong one earns nothing however fast it came.
+
+Pipe transfer is part of every call, the reference's too, which only makes the measured speedup smaller.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import nbformat
+import numpy as np
+
+from autograder import sandbox
+
+HARNESS = Path(__file__).with_name("harness.py")
+LOAD_SECONDS = 120  # starting Python, importing teenygrad, compiling the kernel
+
+
+@dataclass
+class Speed:
+    """How a part's speed is judged: `function` from the part's cells against `reference`, timed here."""
+
+    function: str  # the learner's kernel, defined by the part's solution cell
+    reference: str  # "module:name" of the kernel to beat
+    arguments: Callable[[np.random.Generator], tuple]  # one call's arguments, inputs then the output to fill
+    expected: Callable[..., np.ndarray]  # expected(*inputs): the right output (from numpy)
+    speedup: float  # the learner's fastest call must be this many times faster than the reference's
+    # timed calls per kernel, each on new inputs. The fastest counts: other work on a busy grading machine
+    # only ever adds time to a call, and no input is easier than another
+    calls: int = 11
+    rtol: float = 1e-4
+    atol: float = 1e-3
+
+
+class _Harness:
+    """One kernel served from a sandbox; `call` times one call from this (the grader's) process."""
+
+    def __init__(self, box: Path, spec: dict, config: dict, log: Path):
+        work = Path(spec["work_dir"])
+        shutil.copyfile(HARNESS, work / "harness.py")
+        (work / "config.json").write_text(json.dumps(config))
+        if os.geteuid() == 0:
+            for name in ("harness.py", "config.json"):
+                os.chown(work / name, spec["uid"], spec["uid"])
+        (box / "spec.json").write_text(json.dumps(spec))
+        self.spec, self.log = spec, log
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
+                 sys.executable, str(work / "harness.py"), str(work / "config.json")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        self.out = self.proc.stdout.fileno()
+
+    def _read(self, n: int, deadline: float) -> bytes | None:
+        chunks, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.out], [], [], left)[0]:
+                return None
+            chunk = os.read(self.out, n - got)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def ready(self) -> bool:
+        return self._read(1, time.monotonic() + LOAD_SECONDS) == b"R"
+
+    def call(self, args: tuple, seconds: float) -> tuple[Optional[np.ndarray], float]:
+        """(the output, or None if it did not come back within `seconds`; the wall time of the call)."""
+        out = args[-1]
+        message = b"C" + b"".join(np.ascontiguousarray(a).tobytes() for a in args)
+        start = time.perf_counter()
+        try:
+            self.proc.stdin.write(message)
+            self.proc.stdin.flush()
+        except OSError:
+            return None, 0.0
+        data = self._read(out.nbytes, time.monotonic() + seconds)
+        elapsed = time.perf_counter() - start
+        if data is None:
+            return None, elapsed
+        return np.frombuffer(data, dtype=out.dtype).reshape(out.shape), elapsed
+
+    def why_not(self) -> str:
+        """The last line the harness wrote to standard error (a traceback's), for the learner."""
+        with open(self.log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            lines = [l for l in f.read().decode(errors="replace").splitlines() if l.strip()]
+        return lines[-1][:300] if lines else ""
+
+    def close(self, kill: bool) -> None:
+        """End the harness: politely (end of input) when it behaved, else tear its whole sandbox down."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=0.1 if kill else 10)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGTERM)  # the wrapper kills everything in the sandbox
+            self.proc.wait()
+        sandbox.sweep(self.spec)
+
+
+def part_cells(nb: nbformat.NotebookNode, part: str) -> str:
+    """The source the harness runs: the notebook's locked setup cells and `part`'s solution cell, in order."""
+    sources = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        setup = meta.get("locked") and not meta.get("grade") and not meta.get("solution")
+        if setup or (meta.get("solution") and meta.get("grade_id") == part):
+            sources.append(f"# cell {meta.get('grade_id')}\n{cell.source}\n")
+    return "\n".join(sources)
+
+
+def _run(box: Path, spec: dict, config: dict, speed: Speed, rng: np.random.Generator,
+         budget: float) -> tuple[list[float], str]:
+    """Serve one kernel and time `speed.calls` calls; return (seconds per call, why it failed or "")."""
+    harness = _Harness(box, spec, config, Path(spec["work_dir"]) / ".harness.log")  # within the disk limit
+    why = "interrupted"
+    try:
+        if not harness.ready():
+            return [], f"it could not be loaded on its own: {harness.why_not() or 'no answer'}"
+        times = []
+        for i in range(speed.calls + 1):  # the first call compiles, and is not timed
+            args = speed.arguments(rng)
+            got, seconds = harness.call(args, LOAD_SECONDS if i == 0 else budget)
+            if got is None:
+                return times, (f"a call took longer than {budget:.1f} s" if harness.proc.poll() is None
+                               else f"it stopped: {harness.why_not() or 'no answer'}")
+            want = speed.expected(*args[:-1])
+            if got.shape != want.shape or not np.allclose(got, want, rtol=speed.rtol, atol=speed.atol):
+                return times, "a timed call did not compute the right product (a fast wrong answer does not count)"
+            if i:
+                times.append(seconds)
+        why = ""
+        return times, why
+    finally:
+        harness.close(kill=bool(why))
+
+
+def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
+                make_box: Callable[[str], tuple[Path, dict]], seed: int) -> Optional[str]:
+    """None if the learner's kernel in `nb` is `speed.speedup` times faster than the reference, else why not.
+
+    `make_box(name)` gives a fresh sandbox (its folder and spec) for one harness.
+    """
+    rng = np.random.default_rng(seed)
+    size = "x".join(str(n) for n in speed.arguments(np.random.default_rng(0))[0].shape)
+    arguments = [(list(a.shape), a.dtype.str) for a in speed.arguments(np.random.default_rng(0))]
+    ref_times, why = _run(*make_box("speed-reference"), {"reference": speed.reference, "arguments": arguments},
+                          speed, rng, LOAD_SECONDS)
+    if why:
+        raise RuntimeError(f"the reference kernel {speed.reference} failed in the timing harness: {why}")
+    reference = min(ref_times)
+    box, spec = make_box("speed-learner")
+    cells = Path(spec["work_dir"]) / "cells.py"
+    cells.write_text(part_cells(nb, part))
+    if os.geteuid() == 0:
+        os.chown(cells, spec["uid"], spec["uid"])
+    config = {"cells": str(cells), "function": speed.function, "arguments": arguments}
+    # a call may take up to the reference's time and then some: slower than that cannot pass anyway
+    times, why = _run(box, spec, config, speed, rng, 5 * reference + 2.0)
+    if why:
+        return f"timed by the grader, {speed.function} {why}"
+    ratio = reference / min(times)
+    if ratio < speed.speedup:
+        return (f"timed by the grader, {ratio:.1f} times as fast as {speed.reference.split(':')[1]} at {size}; "
+                f"needs {speed.speedup:g}x (is it compiled with @kernel?)")
+    return None

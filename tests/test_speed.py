@@ -1,0 +1,76 @@
+"""A speed point is timed by the grader (autograder/speed.py), outside the learner's process: the harness
+runs the part's cells on its own, every timed call gets fresh inputs, every output is checked. Faking the
+clock is tested end to end in tests/test_hostile.py (kernels-fake-clock)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder import speed
+from autograder.judges.kernels import SPEED
+from conftest import REPO
+
+SOLUTIONS = REPO / "solutions" / "03-kernels.ipynb"
+PART = "blocked_is_faster"
+
+
+def notebook(kernel_cell: str | None = None) -> nbformat.NotebookNode:
+    nb = nbformat.read(SOLUTIONS, as_version=4)
+    if kernel_cell is not None:
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == PART:
+                cell.source = kernel_cell
+    return nb
+
+
+def boxes(tmp_path: Path):
+    """Sandboxes for the harnesses, without the root-only isolation (as a learner's `check` on a laptop)."""
+    def make(name: str) -> tuple[Path, dict]:
+        box = tmp_path / name
+        (box / "work").mkdir(parents=True)
+        return box, {"id": f"test-{name}-{os.getpid()}", "uid": os.getuid(), "isolate": False,
+                     "work_dir": str(box / "work"), "home": str(box / "work"), "read_only": [],
+                     "env": {"PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(box / "work" / "numba")},
+                     "wall_seconds": 300, "address_space_bytes": 8 * 2**30, "memory_bytes": 8 * 2**30,
+                     "max_processes": 64, "file_bytes": 2**30, "status_file": str(box / "status.json")}
+    return make
+
+
+def test_the_harness_runs_only_the_setup_cell_and_the_parts_cell():
+    source = speed.part_cells(notebook(), PART)
+    assert "def median_seconds" in source and "def fast_blocked_matmul" in source  # setup, then the part
+    assert "def blocked_matmul" not in source and "report(" not in source  # no other part, no test cell
+
+
+def test_the_solution_is_fast_enough(tmp_path):
+    assert speed.judge_speed(notebook(), PART, SPEED, boxes(tmp_path), seed=1) is None
+
+
+NAIVE = "from teenygrad.kernels.matmul import matmul_naive as fast_blocked_matmul\n"
+MEMO = ("import numpy as np\n_seen = {}\n"
+        "def fast_blocked_matmul(a, b, out):\n    key = (a.tobytes(), b.tobytes())\n"
+        "    if key not in _seen:\n        matmul_naive(a, b, out)\n        _seen[key] = out.copy()\n"
+        "    out[:] = _seen[key]\n")
+CASES = {  # the learner's cell -> what the grader says
+    "naive": (NAIVE, "times as fast as matmul_naive"),
+    "remembers answers": (MEMO, "times as fast as matmul_naive"),  # every timed call has new inputs
+    "wrong": ("def fast_blocked_matmul(a, b, out):\n    out[:] = 0\n", "did not compute the right product"),
+    "half done": ("def fast_blocked_matmul(a, b, out):\n    out[: len(out) // 2] = a[: len(a) // 2] @ b\n",
+                  "did not compute the right product"),
+    "raises": ("raise ValueError('not today')\n", "could not be loaded on its own: ValueError: not today"),
+    "hangs": ("import time\n_calls = []\ndef fast_blocked_matmul(a, b, out):\n    _calls.append(1)\n"
+              "    matmul_naive(a, b, out)\n    while len(_calls) > 1:\n        time.sleep(1)\n",
+              "a call took longer than"),
+    "exits": ("import os\ndef fast_blocked_matmul(a, b, out):\n    os._exit(3)\n", "it stopped"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_kernel_earns_the_point_only_by_being_fast_and_right(tmp_path, case):
+    cell, reason = CASES[case]
+    verdict = speed.judge_speed(notebook(cell), PART, SPEED, boxes(tmp_path), seed=2)
+    assert verdict is not None and reason in verdict, verdict
