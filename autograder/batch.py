@@ -16,7 +16,7 @@ import nbformat
 from tqdm import tqdm
 
 from autograder import course, gradebook, warm
-from autograder.grading import Limits, PartResult, Result, part_name, test_cells
+from autograder.autograde import Limits, PartResult, Result, part_name, test_cells
 
 
 def submissions(root: Path, assignment: str) -> dict[str, Path]:

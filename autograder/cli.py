@@ -98,7 +98,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from autograder import batch
-    from autograder.grading import Limits
+    from autograder.autograde import Limits
 
     assignment = _known(args.assignment)
     root = Path(args.course)

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import sandbox
-from autograder.grading import Limits, PartResult, Result, grade_in_private_course, part_name, test_cells
+from autograder.autograde import Limits, PartResult, Result, grade_in_private_course, part_name, test_cells
 from autograder.notebooks import BadNotebook, read_notebook
 
 WORKER_MEMORY_BYTES = 8 * 2**30

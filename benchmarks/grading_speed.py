@@ -1,4 +1,4 @@
-"""How fast does the autograder grade? `python benchmarks/grading.py [--n 8] [--assignment 01-regression]`
+"""How fast does the autograder grade? `python benchmarks/grading_speed.py [--n 8] [--assignment 01-regression]`
 
 Grades N copies of a solved exercise as N learners of a class, once with 1 job and once with 2 jobs, and
 prints seconds per notebook (wall time of the whole batch / N, start-up included), notebooks per minute,
