@@ -81,7 +81,7 @@ class Result:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "Result":
+    def from_json(cls, data: dict) -> Result:
         fields = {k: data[k] for k in ("assignment", "student", "error", "feedback", "isolation", "seconds", "sha256",
                                        "notes", "sandbox") if k in data}
         return cls(parts=[PartResult(**p) for p in data.get("parts", [])], **fields)
@@ -128,7 +128,7 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
                 "code?), so the notebook was stopped")
     if outcome == "exited":
         return f"the notebook's kernel exited (code {status.get('exit_code')}) before all cells ran"
-    last = [l for l in log.strip().splitlines() if l.strip()]
+    last = [line for line in log.strip().splitlines() if line.strip()]
     return "the notebook could not be run" + (f": {last[-1][:200]}" if last else "")
 
 
@@ -212,7 +212,8 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
                     os.chown(os.path.join(dirpath, f), spec["uid"], spec["uid"])
 
         os.environ["JUPYTER_PATH"] = str(private / "jupyter")
-        cfg_extra = {"kernel_name": KERNEL_NAME, "ipc": str(work / "ipc" / "kernel"), "cell_timeout": limits.cell_seconds}
+        cfg_extra = {"kernel_name": KERNEL_NAME, "ipc": str(work / "ipc" / "kernel"),
+                     "cell_timeout": limits.cell_seconds}
         try:
             run = course.api(root, extra=cfg_extra).autograde(assignment, student)
         finally:

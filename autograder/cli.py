@@ -19,12 +19,12 @@ import warnings
 from pathlib import Path
 
 from autograder import course
-from autograder.notebooks import BadNotebook, read_notebook
+from autograder.notebooks import BadNotebookError, read_notebook
 
 
 def _known(assignment: str) -> str:
     if assignment not in course.assignments():
-        raise BadNotebook(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
+        raise BadNotebookError(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
     return assignment
 
 
@@ -51,13 +51,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         _known(args.assignment)
     found = course.identify(nb)
     if found is None:
-        raise BadNotebook(f"{path}: not a teenygrad exercise (no graded cells of {', '.join(known)}); "
+        raise BadNotebookError(f"{path}: not a teenygrad exercise (no graded cells of {', '.join(known)}); "
                           "grade a notebook from exercises/")
     if found not in known:
-        raise BadNotebook(f"{path}: this notebook is assignment {found!r}, which this course does not have "
+        raise BadNotebookError(f"{path}: this notebook is assignment {found!r}, which this course does not have "
                           f"(known: {', '.join(known)})")
     if args.assignment and found != args.assignment:
-        raise BadNotebook(f"{path}: this notebook is assignment {found}, not {args.assignment}")
+        raise BadNotebookError(f"{path}: this notebook is assignment {found}, not {args.assignment}")
     with tempfile.TemporaryDirectory(prefix="teenygrad-check-") as tmp:
         root = Path(tmp)
         collect.store(root, found, "learner", path.name, path.read_bytes(), collect.CollectReport())
@@ -80,7 +80,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
     from autograder import gradebook
 
     config = gradebook.setup(Path(args.course), _known(args.assignment), args.db, args.exchange)
-    print(f"course ready in {Path(args.course)} ({args.assignment}: source, release, gradebook); nbgrader config: {config}")
+    print(f"course ready in {Path(args.course)} ({args.assignment}: source, release, gradebook); "
+          f"nbgrader config: {config}")
     return 0
 
 
@@ -103,7 +104,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     assignment = _known(args.assignment)
     root = Path(args.course)
     if not batch.submissions(root, assignment):
-        raise BadNotebook(f"no submissions of {assignment} in {root / 'submitted'}: run `collect` first")
+        raise BadNotebookError(f"no submissions of {assignment} in {root / 'submitted'}: run `collect` first")
     limits = Limits()
     if args.timeout:
         limits.wall_seconds = args.timeout
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*not in session.*")
     try:
         return args.func(args)
-    except BadNotebook as e:
+    except BadNotebookError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # a --db URL whose driver is not installed

@@ -76,7 +76,7 @@ def owner_of(entry: PurePosixPath) -> str:
 
 
 def _attempt_time() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H-%M-%S.%fZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H-%M-%S.%fZ")
 
 
 def store(root: Path, assignment: str, student: str, name: str, data: bytes, report: CollectReport) -> None:

@@ -119,5 +119,6 @@ def generate(root: Path, assignment: str, db_url: str | None = None) -> Path:
     add_source(root, assignment)
     result = api(root, db_url).generate_assignment(assignment)
     if not result["success"]:
-        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result.get('log', '')}{result.get('error', '')}")
+        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n"
+                           f"{result.get('log', '')}{result.get('error', '')}")
     return root / "release" / assignment / f"{assignment}.ipynb"

@@ -140,7 +140,7 @@ def export(root: Path, db_url: str | None, out, assignments: list[str]) -> int:
 
 
 def now_utc() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
 def scratch_course() -> tempfile.TemporaryDirectory:

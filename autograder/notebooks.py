@@ -17,33 +17,34 @@ def too_big(size: int) -> str:
             "notebook: clear its outputs (Edit > Clear Outputs of All Cells), save and hand it in again")
 
 
-class BadNotebook(Exception):
+class BadNotebookError(Exception):
     """A file that cannot be graded, with a message meant for the person who gave it to us."""
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """Parse `path` as a Jupyter notebook (converting nbformat 3 to 4) or raise BadNotebook saying why."""
+    """Parse `path` as a Jupyter notebook (converting nbformat 3 to 4) or raise BadNotebookError saying why."""
     if not path.exists():
-        raise BadNotebook(f"{path}: no such file")
+        raise BadNotebookError(f"{path}: no such file")
     if path.is_dir():
-        raise BadNotebook(f"{path}: is a folder, not a notebook file")
+        raise BadNotebookError(f"{path}: is a folder, not a notebook file")
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
-        raise BadNotebook(f"{path}: {too_big(size)}")
+        raise BadNotebookError(f"{path}: {too_big(size)}")
     raw = path.read_bytes()
     if not raw.strip():
-        raise BadNotebook(f"{path}: the file is empty (0 cells): save the notebook from JupyterLab and try again")
+        raise BadNotebookError(f"{path}: the file is empty (0 cells): save the notebook from JupyterLab and try again")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadNotebook(f"{path}: not a notebook: the file is not valid JSON ({e})") from None
+        raise BadNotebookError(f"{path}: not a notebook: the file is not valid JSON ({e})") from None
     if not isinstance(data, dict) or "nbformat" not in data or not ("cells" in data or "worksheets" in data):
-        raise BadNotebook(f"{path}: not a notebook: JSON without notebook cells")
+        raise BadNotebookError(f"{path}: not a notebook: JSON without notebook cells")
     try:
         nb = nbformat.reads(raw.decode("utf-8"), as_version=4)  # converts nbformat 3 on the way
         nbformat.validate(nb)
     except Exception as e:
-        raise BadNotebook(f"{path}: not a valid notebook ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        first_line = str(e).splitlines()[0][:200]
+        raise BadNotebookError(f"{path}: not a valid notebook ({type(e).__name__}: {first_line})") from None
     return nb
 
 

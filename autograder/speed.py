@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import nbformat
 import numpy as np
@@ -88,7 +88,7 @@ class _Harness:
     def ready(self) -> bool:
         return self._read(1, time.monotonic() + LOAD_SECONDS) == b"R"
 
-    def call(self, args: tuple, seconds: float) -> tuple[Optional[np.ndarray], float]:
+    def call(self, args: tuple, seconds: float) -> tuple[np.ndarray | None, float]:
         """(the output, or None if it did not come back within `seconds`; the wall time of the call)."""
         out = args[-1]
         message = b"C" + b"".join(np.ascontiguousarray(a).tobytes() for a in args)
@@ -108,7 +108,7 @@ class _Harness:
         """The last line the harness wrote to standard error (a traceback's), for the learner."""
         with open(self.log, "rb") as f:
             f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
-            lines = [l for l in f.read().decode(errors="replace").splitlines() if l.strip()]
+            lines = [line for line in f.read().decode(errors="replace").splitlines() if line.strip()]
         return lines[-1][:300] if lines else ""
 
     def close(self, kill: bool) -> None:
@@ -165,7 +165,7 @@ def _run(box: Path, spec: dict, config: dict, speed: Speed, rng: np.random.Gener
 
 
 def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
-                make_box: Callable[[str], tuple[Path, dict]], seed: int) -> Optional[str]:
+                make_box: Callable[[str], tuple[Path, dict]], seed: int) -> str | None:
     """None if the learner's kernel in `nb` is `speed.speedup` times faster than the reference, else why not.
 
     `make_box(name)` gives a fresh sandbox (its folder and spec) for one harness.

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from autograder import course
 
+
 def _key() -> str:
     digest = hashlib.sha256()
     for path in sorted([*(course.REPO / "teenygrad").rglob("*.py"), course.REPO / "autograder" / "warm_up.py"]):

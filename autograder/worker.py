@@ -16,7 +16,7 @@ import nbformat
 
 from autograder import sandbox
 from autograder.autograde import Limits, PartResult, Result, grade_in_private_course, part_name, test_cells
-from autograder.notebooks import BadNotebook, read_notebook
+from autograder.notebooks import BadNotebookError, read_notebook
 
 WORKER_MEMORY_BYTES = 8 * 2**30
 
@@ -30,18 +30,20 @@ def run(job: dict) -> Result:
         nb = read_notebook(notebook)  # not JSON, empty, nbformat 3 (converted), ...
         found = nb.metadata.get("teenygrad", {}).get("assignment")
         if isinstance(found, str) and found != assignment:
-            raise BadNotebook(f"this notebook is assignment {found}, not {assignment}")
+            raise BadNotebookError(f"this notebook is assignment {found}, not {assignment}")
         normalized = keep / "submission.ipynb"
         keep.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, normalized)
         result = grade_in_private_course(Path(job["template"]), assignment, student, normalized,
                                          Limits(**job["limits"]), keep, job.get("numba_cache"))
-    except BadNotebook as e:
+    except BadNotebookError as e:
         source = nbformat.read(Path(job["template"]) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
         reason = str(e).replace(f"{notebook}: ", "")
         result = Result(assignment, student, error=f"not graded: {reason}",
-                        parts=[PartResult(part_name(g), 0.0, p, "not graded: " + reason) for g, p, _ in test_cells(source)])
-        source.cells.insert(0, nbformat.v4.new_markdown_cell(f"**Autograder:** this submission could not be graded: {reason}."))
+                        parts=[PartResult(part_name(g), 0.0, p, "not graded: " + reason)
+                               for g, p, _ in test_cells(source)])
+        note = f"**Autograder:** this submission could not be graded: {reason}."
+        source.cells.insert(0, nbformat.v4.new_markdown_cell(note))
         keep.mkdir(parents=True, exist_ok=True)
         nbformat.write(source, keep / f"{assignment}.ipynb")
     result.sha256 = sha

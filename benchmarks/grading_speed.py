@@ -29,7 +29,7 @@ def solved(assignment: str) -> bytes:
     for cell in nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4).cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            answers[meta["grade_id"]] = "\n".join(l for l in cell.source.splitlines() if "### " not in l)
+            answers[meta["grade_id"]] = "\n".join(line for line in cell.source.splitlines() if "### " not in line)
     nb = nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4)
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")

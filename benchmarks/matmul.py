@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path when run)
+
 mm = importlib.import_module("teenygrad.kernels.matmul")
 
 # Largest size at which each slow kernel is still run (it would take too long beyond).

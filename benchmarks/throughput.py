@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from _timing import best_time  # noqa: E402  (benchmarks/ is on sys.path when run)
+
 tg = importlib.import_module("teenygrad")
 _matmul = importlib.import_module("teenygrad.kernels.matmul")
 local_array = _matmul.local_array

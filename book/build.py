@@ -37,7 +37,8 @@ def main() -> int:
     listed = set(re.findall(r"file:\s*(\S+)", toc))
     missing = [p for p in pages if p not in listed]
     if missing:
-        print(f"book/_toc.yml does not list: {', '.join(missing)}; add them so they appear in the book", file=sys.stderr)
+        print(f"book/_toc.yml does not list: {', '.join(missing)}; add them so they appear in the book",
+              file=sys.stderr)
         return 1
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", ".", "-W", "--keep-going"]
     print(" ".join(cmd), flush=True)

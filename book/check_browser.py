@@ -67,7 +67,8 @@ class Browser:
         deadline = time.monotonic() + 30
         while not port_file.exists() or len(port_file.read_text().split()) < 2:
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"{executable} did not start: {self.proc.stderr.read() if self.proc.poll() is not None else 'timeout'}")
+                why = self.proc.stderr.read() if self.proc.poll() is not None else "timeout"
+                raise RuntimeError(f"{executable} did not start: {why}")
             time.sleep(0.1)
         port = port_file.read_text().split()[0]
         from urllib.request import urlopen
@@ -129,7 +130,8 @@ class Browser:
                 d = p["exceptionDetails"]
                 problems.append(f"JavaScript exception: {d.get('exception', {}).get('description') or d.get('text')}")
             elif e.get("method") == "Runtime.consoleAPICalled" and p.get("type") == "error":
-                problems.append("console error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"]))
+                words = (str(a.get("value", a.get("description", ""))) for a in p["args"])
+                problems.append("console error: " + " ".join(words))
             elif e.get("method") == "Log.entryAdded" and p["entry"]["level"] == "error":
                 problems.append(f"browser error: {p['entry']['text']} {p['entry'].get('url', '')}".strip())
         if "exceptionDetails" in state:

@@ -45,9 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import Callable, ContextManager
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, ContextManager
 
 import numpy as np
 

@@ -88,7 +88,8 @@ def one_hot(y: Tensor | np.ndarray | Sequence[int], num_classes: int) -> Tensor:
 
 
 def accuracy(logits: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequence[int]) -> float:
-    """The fraction of examples whose predicted class is the true one, $\\frac{1}{n} \\sum_i \\mathbb{1}[\\hat y_i = y_i]$.
+    """The fraction of examples whose predicted class is the true one,
+    $\\frac{1}{n} \\sum_i \\mathbb{1}[\\hat y_i = y_i]$.
 
     `logits` (n, K): the prediction is the class with the largest score, $\\hat y_i = \\arg\\max_k z_{ik}$ (the
     first one on a tie). `logits` (n,), one score per example of a binary classifier: $\\hat y_i = 1$ when

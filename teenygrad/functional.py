@@ -28,7 +28,8 @@ def embedding(index: Tensor, weight: Tensor) -> Tensor:
 
 def layer_norm_unfused(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
                        eps: float = 1e-5) -> Tensor:
-    """Composed from Tensor ops (the reference `layer_norm` is checked against). Normalise the last dim to mean 0, variance 1, then scale and shift:
+    """Composed from Tensor ops (the reference `layer_norm` is checked against). Normalise the last dim to
+    mean 0, variance 1, then scale and shift:
     y = (x - mean) / sqrt(var + eps) * weight + bias   (var is the biased variance, as in PyTorch)."""
     mu = x.mean(-1, keepdim=True)
     xc = x - mu

@@ -48,7 +48,8 @@ class Norm(nn.Module):
         if cfg.norm not in ("layer", "rms"):
             raise ValueError(f"GPTConfig.norm must be 'layer' or 'rms', got {cfg.norm!r}")
         self.weight = nn.init.ones_(nn.parameter(cfg.n_embd)) if cfg.norm_weights else None
-        self.bias = nn.init.zeros_(nn.parameter(cfg.n_embd)) if cfg.norm_weights and cfg.bias and cfg.norm == "layer" else None
+        has_bias = cfg.norm_weights and cfg.bias and cfg.norm == "layer"
+        self.bias = nn.init.zeros_(nn.parameter(cfg.n_embd)) if has_bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         if self.kind == "layer":

@@ -15,8 +15,8 @@ Every operand comes before its node, so one loop forward computes everything, an
 (from the loss down) applies the chain rule, just as `Value.backward` does. Those two loops are tiny
 interpreters, `forward_kernel` and `backward_kernel`, compiled by numba (`teenygrad.kernels.kernel`): no
 Python object is touched per node. (`forward_runs`/`backward_runs` run the same loops faster, testing the
-opcode once per run of equal opcodes rather than once per node.) Parameters and inputs are contiguous slots, so feeding an example is
-one array copy and an SGD step is one loop over the parameter slots.
+opcode once per run of equal opcodes rather than once per node.) Parameters and inputs are contiguous slots,
+so feeding an example is one array copy and an SGD step is one loop over the parameter slots.
 
     tape = compile(loss, inputs=xs + ts, params=model.parameters())
     for x, t in data:

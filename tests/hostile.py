@@ -40,7 +40,7 @@ def solved(parts=PARTS, assignment: str = ASSIGNMENT) -> nbformat.NotebookNode:
     answers = {}
     for cell in nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4).cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
-            answers[_gid(cell)] = "\n".join(l for l in cell.source.splitlines() if "### " not in l)
+            answers[_gid(cell)] = "\n".join(line for line in cell.source.splitlines() if "### " not in line)
     nb = exercise(assignment)
     for cell in nb.cells:
         if _gid(cell) in parts:

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from autograder import course
+
 from conftest import autograder, grade_json
 
 ASSIGNMENTS = course.assignments()
@@ -15,7 +16,8 @@ ASSIGNMENTS = course.assignments()
 
 def solution_source(cell_source: str) -> str:
     """A solution cell as the learner would write it: the solution without nbgrader's markers."""
-    return "\n".join(l for l in cell_source.splitlines() if "### BEGIN SOLUTION" not in l and "### END SOLUTION" not in l)
+    return "\n".join(line for line in cell_source.splitlines()
+                     if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
 
 
 def test_there_are_assignments():

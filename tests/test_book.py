@@ -21,7 +21,7 @@ EXERCISES = sorted(p.stem for p in (REPO / "exercises").glob("*.ipynb"))
 def test_book_builds_without_warnings(book_build):
     log = book_build.stdout + book_build.stderr
     assert book_build.returncode == 0, log[-3000:]
-    assert not re.search(r"\bWARNING:", log), [l for l in log.splitlines() if "WARNING:" in l]
+    assert not re.search(r"\bWARNING:", log), [line for line in log.splitlines() if "WARNING:" in line]
 
 
 def test_every_notebook_is_a_page(book_build):
@@ -70,6 +70,7 @@ def test_chapter1_figures(book_build):
 def test_chapter1_fits_on_all_houses(book_build):
     """The figures of chapter 1's fits on all 546 houses, recomputed with numpy's lstsq."""
     import numpy as np
+
     from teenygrad.datasets import load_housing
 
     fig = book_figures("01-regression")

@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from autograder.judges import judge, write_cases
@@ -17,8 +18,8 @@ from autograder.judges.regression import PARTS
 from teenygrad import preprocessing
 from teenygrad.datasets import load_housing
 from teenygrad.grading import GRADING_DIR_ENV, report
-from conftest import solution_cells
 
+from conftest import solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "01-regression.ipynb"

@@ -9,12 +9,21 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import teenygrad
 from autograder.judges import judge, write_cases
-from autograder.judges.tensors import (ERROR, PARTS, VIEWS, _add_on_views, _broadcast_shape, _contiguous_strides,
-                                       _offset_of, _permute_view)
+from autograder.judges.tensors import (
+    ERROR,
+    PARTS,
+    VIEWS,
+    _add_on_views,
+    _broadcast_shape,
+    _contiguous_strides,
+    _offset_of,
+    _permute_view,
+)
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.kernels.layout import contiguous_strides as teenygrad_strides
 
@@ -112,7 +121,7 @@ def test_cases_cover_the_edge_cases():
     assert any((c[1] == 0).any() for c in permutes)
     kinds = [c[0] for c in PARTS["add_kernel"].cases(rng)]
     assert sorted(kinds) == sorted(VIEWS)
-    for kind, a, b in PARTS["add_kernel"].cases(rng):
+    for _kind, a, b in PARTS["add_kernel"].cases(rng):
         assert a.size + b.size < 200, "keep hidden inputs small: the learner's kernel may be pure Python"
 
 

@@ -12,16 +12,17 @@ import nbformat
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from autograder.judges import judge, write_cases
 from autograder.judges.kernels import PARTS, RELU_VIEWS, SPEED_SIZE, SUM_VIEWS, _matmul, _relu, _sum
+from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.kernels import cpu
 from teenygrad.kernels.jit import JIT_ENABLED
-from teenygrad.grading import GRADING_DIR_ENV
-from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "03-kernels.ipynb"

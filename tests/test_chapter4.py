@@ -8,7 +8,8 @@ from decimal import Decimal, localcontext
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import teenygrad as tg
@@ -18,10 +19,9 @@ from teenygrad import classification
 from teenygrad.datasets import load_digits, load_sentiment
 from teenygrad.grading import GRADING_DIR_ENV, report
 from teenygrad.preprocessing import standardize, train_test_split
-
 from tests.test_chapter1_pieces import REPO
-from conftest import solution_cells
 
+from conftest import solution_cells
 
 CHAPTER = REPO / "chapters" / "04-classification.ipynb"
 SOLUTIONS = REPO / "solutions" / "04-classification.ipynb"

@@ -9,14 +9,15 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph, _topo_check, forward_backward
 from teenygrad import tape as T
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.value import Value, topological_order
-from conftest import executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
+from conftest import executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "05-scalar-autograd.ipynb"

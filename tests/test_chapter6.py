@@ -9,13 +9,14 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import teenygrad as tg
 from autograder.judges.tensor_autograd import PARTS, TRAIN_ARGS, _matmul, _sum, _train_np, unbroadcast_np
 from teenygrad.grading import GRADING_DIR_ENV
-from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "06-tensor-autograd.ipynb"

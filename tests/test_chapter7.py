@@ -11,9 +11,10 @@ import pytest
 
 import teenygrad as tg
 from autograder.judges.neural_nets import PARTS, TRAINING_LOSS, TRAINING_STEPS, _adam, _layer_forward, _linear, _sgd
-from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 from teenygrad import nn, optim
 from teenygrad.grading import GRADING_DIR_ENV
+
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "07-neural-nets.ipynb"

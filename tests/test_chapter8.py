@@ -8,7 +8,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import teenygrad as tg
 from teenygrad import text
@@ -132,9 +133,9 @@ def test_sample_from_a_counting_model():
 
 # --- the 08-language-models judge -----------------------------------------------------------------------------
 
-from autograder.judges.language_models import (PARTS, SAMPLE_TOL, TRAIN_ARGS, TRAIN_TARGET,  # noqa: E402
-                                               cumulative, train_reference)
+from autograder.judges.language_models import PARTS, SAMPLE_TOL, TRAIN_ARGS, TRAIN_TARGET, cumulative, train_reference  # noqa: E402
 from teenygrad.grading import GRADING_DIR_ENV  # noqa: E402
+
 from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells  # noqa: E402
 
 SOLUTIONS = REPO / "solutions" / "08-language-models.ipynb"

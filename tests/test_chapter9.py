@@ -10,11 +10,21 @@ import numpy as np
 import pytest
 
 import teenygrad as tg
-from autograder.judges.gpt import (BLOCK_KEYS, PARTS, TRAIN_HIGH, TRAIN_STEPS, _check_training,
-                                   attention_np, gpt_block_np, layer_norm_backward_np, layer_norm_np)
+from autograder.judges.gpt import (
+    BLOCK_KEYS,
+    PARTS,
+    TRAIN_HIGH,
+    TRAIN_STEPS,
+    _check_training,
+    attention_np,
+    gpt_block_np,
+    layer_norm_backward_np,
+    layer_norm_np,
+)
 from teenygrad import functional as F
 from teenygrad.gpt import GPT, GPTConfig
 from teenygrad.grading import GRADING_DIR_ENV
+
 from conftest import REPO, book_figures, executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 CHAPTER = REPO / "chapters" / "09-gpt.ipynb"

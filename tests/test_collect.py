@@ -8,8 +8,9 @@ import zipfile
 
 import pytest
 
-import hostile
 from autograder import collect
+
+import hostile
 from conftest import autograder
 
 A = hostile.ASSIGNMENT

@@ -223,7 +223,6 @@ def test_clear_errors():
 def test_exp32_against_numpy(xs):
     """The vectorisable float32 exp behind the attention softmax: relative error below 2e-7 against
     numpy's float64 exp over its normal range, e^-87 below it (where the softmax rounds it to nothing)."""
-    from teenygrad.kernels import fused
 
     x = np.array(xs, np.float32)
     got = np.array([fused.exp32(v) for v in x], np.float64)

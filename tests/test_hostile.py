@@ -97,7 +97,7 @@ def test_no_process_or_cgroup_outlives_the_batch(graded_class):
     assert len(boxes) >= len(hostile.EXPECTED) - 3  # all but the files that were never notebooks
     # zombies are already dead; ps lists them until their (reaped-by-init) parent collects them
     live = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True).stdout.split("\n")
-    live_uids = {int(l.split()[0]) for l in live if l.strip() and not l.split()[1].startswith("Z")}
+    live_uids = {int(row.split()[0]) for row in live if row.strip() and not row.split()[1].startswith("Z")}
     assert not live_uids & {int(uid) for _, uid in boxes}
     assert not [g for box_id, _ in boxes for g in glob.glob(f"/sys/fs/cgroup/*/teenygrad-{box_id}")]
 
@@ -142,6 +142,7 @@ def test_sweep_removes_the_sandbox_uids_ipc_objects():
     """Objects made outside an IPC namespace (where unsharing it failed) are removed by the end-of-run sweep,
     and only those of the sandbox's uid."""
     import ctypes
+
     from autograder import sandbox
 
     libc = ctypes.CDLL(None, use_errno=True)

@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 
 from autograder import speed
 from autograder.judges.kernels import SPEED
+
 from conftest import REPO
 
 SOLUTIONS = REPO / "solutions" / "03-kernels.ipynb"

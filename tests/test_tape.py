@@ -10,13 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from test_value import ALL_OPS, build, leaf_values, programs, sane
 
 from teenygrad import tape as T
 from teenygrad.datasets import load_digits
 from teenygrad.value import Value
 from teenygrad.value_nn import MLP, cross_entropy, sgd_step
-from test_value import ALL_OPS, build, leaf_values, programs, sane
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -160,7 +161,7 @@ def test_fit_is_the_four_calls_in_one_kernel():
 def test_tape_trains_digits():
     X, y, model, tape = digits_setup(600)
     inputs = np.concatenate([X, np.eye(10)[y]], axis=1)
-    for epoch in range(3):
+    for _epoch in range(3):
         for row in inputs:
             tape.set_inputs(row)
             tape.forward()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from teenygrad import tape as T
 from teenygrad.tape_fuse import DOT, FusedTape, fuse

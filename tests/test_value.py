@@ -8,9 +8,10 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, reject, settings, strategies as st
+from hypothesis import assume, given, reject, settings
+from hypothesis import strategies as st
 
-from teenygrad.value import (RULES, Value, check_topological, gradient_check, topological_order, use_op)
+from teenygrad.value import RULES, Value, check_topological, gradient_check, topological_order, use_op
 from teenygrad.value_nn import MLP, cross_entropy, sgd_step
 
 # --- random expressions (shared with test_tape.py) ----------------------------------------------------------
@@ -95,8 +96,9 @@ def test_each_rule_local_gradients(name, point):
     n_operands = 1 if name == "pow" else len(point)
     assert len(grads) == n_operands
     for k in range(n_operands):
-        up = list(point); up[k] += 1e-6
-        down = list(point); down[k] -= 1e-6
+        up, down = list(point), list(point)
+        up[k] += 1e-6
+        down[k] -= 1e-6
         numeric = (RULES[name](*up)[0] - RULES[name](*down)[0]) / 2e-6
         assert grads[k] == pytest.approx(numeric, rel=1e-6, abs=1e-8), (name, k)
 

@@ -13,7 +13,7 @@ import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,11 +27,11 @@ class Part:
     """One graded part: how to draw inputs, and how to tell a right answer."""
 
     cases: Callable[[np.random.Generator], list[Case]]
-    reference: Optional[Callable[..., Any]] = None  # reference(*case) -> expected output (or tuple of them)
-    check: Optional[Callable[[Case, tuple], Optional[str]]] = None  # returns None if right, else why not
+    reference: Callable[..., Any] | None = None  # reference(*case) -> expected output (or tuple of them)
+    check: Callable[[Case, tuple], str | None] | None = None  # returns None if right, else why not
     rtol: float = 1e-5
     atol: float = 1e-6
-    speed: Optional[Speed] = None  # a speed requirement too, timed by the grader (autograder/speed.py)
+    speed: Speed | None = None  # a speed requirement too, timed by the grader (autograder/speed.py)
 
 
 def load(assignment: str) -> dict[str, Part]:
@@ -56,7 +56,7 @@ def write_cases(parts: dict[str, Part], root: Path, seed: int) -> dict[str, list
     return drawn
 
 
-def _compare(got: tuple, want: tuple, part: Part) -> Optional[str]:
+def _compare(got: tuple, want: tuple, part: Part) -> str | None:
     if len(got) != len(want):
         return f"returned {len(got)} values, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
@@ -72,9 +72,9 @@ def _compare(got: tuple, want: tuple, part: Part) -> Optional[str]:
     return None
 
 
-def judge(parts: dict[str, Part], drawn: dict[str, list[Case]], root: Path) -> dict[str, Optional[str]]:
+def judge(parts: dict[str, Part], drawn: dict[str, list[Case]], root: Path) -> dict[str, str | None]:
     """For each part, None if every case is right, else the first reason it is not."""
-    verdicts: dict[str, Optional[str]] = {}
+    verdicts: dict[str, str | None] = {}
     for name, part in parts.items():
         verdicts[name] = None
         out_dir = root / "results" / name

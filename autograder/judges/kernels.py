@@ -16,8 +16,6 @@ clock, and compares with teenygrad's naive kernel served and timed the same way.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from autograder.judges import Case, Part
@@ -93,7 +91,7 @@ def _speed_cases(rng: np.random.Generator) -> list[Case]:
     return [(rng.normal(size=(n, n)).astype(np.float32), rng.normal(size=(n, n)).astype(np.float32))]
 
 
-def _speed_check(case: Case, outputs: tuple) -> Optional[str]:
+def _speed_check(case: Case, outputs: tuple) -> str | None:
     """outputs = (the product fast_blocked_matmul computed on the grader's matrices,)."""
     a, b = case
     if len(outputs) != 1:

@@ -21,8 +21,6 @@ overflows, the largest k instead of the smallest) lands in the wrong stretch for
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from autograder.judges import Case, Part
@@ -147,7 +145,7 @@ def _embedding_cases(rng: np.random.Generator) -> list[Case]:
     return cases + [_training_case(rng)]
 
 
-def _embedding_check(case: Case, got: tuple) -> Optional[str]:
+def _embedding_check(case: Case, got: tuple) -> str | None:
     if len(got) != 1:
         return f"returned {len(got)} values, expected 1"
     out = got[0].astype(np.float64) if np.issubdtype(got[0].dtype, np.number) else None
@@ -198,7 +196,7 @@ def _sample_cases(rng: np.random.Generator) -> list[Case]:
     ]
 
 
-def _sample_check(case: Case, got: tuple) -> Optional[str]:
+def _sample_check(case: Case, got: tuple) -> str | None:
     logits, temperature, u = case
     if len(got) != 1:
         return f"returned {len(got)} values, expected one array of ids"

@@ -19,8 +19,6 @@ Value cases and what the hidden tests report:
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from autograder.judges import Case, Part, _compare
@@ -34,7 +32,7 @@ def _training_case(rng: np.random.Generator) -> Case:
     return int(rng.integers(0, 10**6)), TRAINING_STEPS
 
 
-def _check_training(case: Case, outputs: tuple) -> Optional[str]:
+def _check_training(case: Case, outputs: tuple) -> str | None:
     losses = np.asarray(outputs[0], dtype=np.float64).reshape(-1)
     if losses.shape != (case[1],):
         return f"expected {case[1]} losses from the training run, got shape {losses.shape}"
@@ -50,7 +48,7 @@ def _judged_by(reference):
     """A check: training cases (2 arguments) by the final loss, the others by comparison with `reference`."""
     part = Part(cases=lambda rng: [], rtol=RTOL, atol=ATOL)
 
-    def check(case: Case, outputs: tuple) -> Optional[str]:
+    def check(case: Case, outputs: tuple) -> str | None:
         if len(case) == 2:
             return _check_training(case, outputs)
         want = reference(*case)
@@ -87,7 +85,7 @@ def _layer_forward(x, W, b):
     return _linear(x, W, b), np.broadcast_to(x2.sum(0), W.shape).copy(), np.full(W.shape[0], float(len(x2)))
 
 
-def _check_init(case: Case, outputs: tuple) -> Optional[str]:
+def _check_init(case: Case, outputs: tuple) -> str | None:
     n_in, n_out = int(case[0]), int(case[1])
     if len(outputs) != 2:
         return f"expected (weight, bias), got {len(outputs)} values"
@@ -109,7 +107,7 @@ def _check_init(case: Case, outputs: tuple) -> Optional[str]:
 _check_layer_forward = _judged_by(_layer_forward)
 
 
-def _check_layer(case: Case, outputs: tuple) -> Optional[str]:
+def _check_layer(case: Case, outputs: tuple) -> str | None:
     if len(case) == 3 and np.ndim(case[0]) == 0:
         return _check_init(case, outputs)
     return _check_layer_forward(case, outputs)

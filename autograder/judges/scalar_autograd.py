@@ -14,7 +14,6 @@ many valid orders.
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -134,7 +133,7 @@ def _reachable(a: np.ndarray, b: np.ndarray, n_leaves: int, root: int) -> list[b
     return seen
 
 
-def _topo_check(case: Case, outputs: tuple) -> Optional[str]:
+def _topo_check(case: Case, outputs: tuple) -> str | None:
     n_leaves, a, b, root = case
     n_leaves, root = int(n_leaves), int(root)
     if len(outputs) != 1:

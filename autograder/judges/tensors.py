@@ -18,8 +18,6 @@ cell of solutions/02-tensors.ipynb spells out the same recipes, and a test keeps
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from autograder.judges import Case, Part
@@ -75,7 +73,7 @@ def _strides_cases(rng: np.random.Generator) -> list[Case]:
     return [(_ints(s),) for s in fixed + drawn]
 
 
-def _check_strides(case: Case, got: tuple) -> Optional[str]:
+def _check_strides(case: Case, got: tuple) -> str | None:
     (shape,) = case
     if len(got) != 1:
         return f"returned {len(got)} values, expected one tuple"
@@ -110,7 +108,7 @@ def _offset_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-def _check_offset(case: Case, got: tuple) -> Optional[str]:
+def _check_offset(case: Case, got: tuple) -> str | None:
     index, strides, offset = case
     want = _offset_of(index, strides, offset)
     if len(got) == 1 and _same_ints(got[0], want):
@@ -151,7 +149,7 @@ def _broadcast_cases(rng: np.random.Generator) -> list[Case]:
     return [(_ints(a), _ints(b)) for a, b in fixed + drawn]
 
 
-def _check_broadcast(case: Case, got: tuple) -> Optional[str]:
+def _check_broadcast(case: Case, got: tuple) -> str | None:
     a, b = case
     want = _broadcast_shape(a, b)
     call = f"broadcast_shape({_show(a)}, {_show(b)})"
@@ -183,7 +181,7 @@ def _permute_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
-def _check_permute(case: Case, got: tuple) -> Optional[str]:
+def _check_permute(case: Case, got: tuple) -> str | None:
     shape, strides, perm = case
     want = _permute_view(shape, strides, perm)
     call = f"permute_view({_show(shape)}, {_show(strides)}, {_show(perm)})"

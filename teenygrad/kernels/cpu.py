@@ -187,7 +187,7 @@ def compile_target() -> tuple[str, frozenset[str]]:
     return name, parse_features(flags)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host() -> CPU:
     """This machine, detected once per process."""
     name, features = compile_target()

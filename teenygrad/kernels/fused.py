@@ -118,7 +118,8 @@ def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db):
     R, C = x.shape
     dw_parts, db_parts = np.zeros((CHUNKS, C), dw.dtype), np.zeros((CHUNKS, C), db.dtype)
     for k in prange(CHUNKS):
-        layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
+        lo, hi = k * R // CHUNKS, (k + 1) * R // CHUNKS
+        layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], lo, hi)
     for k in range(CHUNKS):
         for c in range(C):
             dw[c] += dw_parts[k, c]
@@ -198,7 +199,8 @@ else:
 
 @fast
 def exp32(x):
-    """e^x for float32 x, relative error below 2e-7; x below -87 (where e^x leaves float32's normal range) gives e^-87."""
+    """e^x for float32 x, relative error below 2e-7; x below -87 (where e^x leaves float32's normal range)
+    gives e^-87."""
     x = max(x, np.float32(-87.0))
     k = np.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))        # x / ln 2, rounded (a float32:
     # math.floor would give an int64, and the arithmetic below would silently run in float64, half as wide)
@@ -284,7 +286,8 @@ def attention_forward_serial(qkv, nh, y, att, lo, hi):
     for bh in range(lo, hi):
         b, h = bh // nh, bh % nh
         x = qkv[b]                                                       # (T, 3C)
-        q, k, v = x[:, h * hs:(h + 1) * hs], x[:, C + h * hs:C + (h + 1) * hs], x[:, 2 * C + h * hs:2 * C + (h + 1) * hs]
+        q, k = x[:, h * hs:(h + 1) * hs], x[:, C + h * hs:C + (h + 1) * hs]
+        v = x[:, 2 * C + h * hs:2 * C + (h + 1) * hs]
         matmul_tiled_into(q, k.T, s, bp, edge, 1)                        # S = q k^T      (T, T)
         softmax_causal(s, 1.0 / math.sqrt(hs), att[b, h])                # P              (T, T)
         matmul_tiled_into(att[b, h], v, y[b, :, h * hs:(h + 1) * hs], bp, edge, 2)  # y_h = P v  (T, hs)

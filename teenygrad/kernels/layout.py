@@ -12,7 +12,6 @@ a tighter inner loop and less index arithmetic in the kernel.
 from __future__ import annotations
 
 import operator
-
 from functools import lru_cache
 
 import numpy as np

@@ -26,8 +26,8 @@ index_add(g, idx, out, outer, n_src, inner)               backward of index_sele
 """
 from __future__ import annotations
 
-from teenygrad.kernels.jit import kernel
 from teenygrad.kernels.elementwise import row_start, u
+from teenygrad.kernels.jit import kernel
 
 
 @kernel

@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from teenygrad.kernels.jit import kernel
 from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
+from teenygrad.kernels.jit import kernel
 
 
 @kernel(fastmath={"reassoc"})  # let LLVM reorder the additions, so it can use SIMD

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 
-from teenygrad.kernels.jit import kernel, parallel_pays, prange
 from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
+from teenygrad.kernels.jit import kernel, parallel_pays, prange
+
 
 @kernel
 def softmax_row(x, base, N, sn, out, o, log):

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+# The Tensor first, whichever module asked for the op layer: the families import `Tensor`, and tensor.py imports
+# the families at its end, when Tensor is complete (teenygrad's one import loop, Tensor <-> ops).
+from teenygrad import tensor  # noqa: F401
 from teenygrad.ops import buffers, elementwise, fused, losses, matmul, movement, reductions
 
 RULES: dict[str, Callable] = {**elementwise.RULES, **reductions.RULES, **movement.RULES, **matmul.RULES,

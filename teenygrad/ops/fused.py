@@ -13,7 +13,7 @@ import numpy as np
 
 from teenygrad import autograd
 from teenygrad.kernels import KERNELS
-from teenygrad.ops.buffers import array, as_float, cast, contiguous, detached, new
+from teenygrad.ops.buffers import array, as_float, contiguous, detached, new
 from teenygrad.ops.matmul import matmul
 from teenygrad.tensor import Tensor, float32, ones, zeros
 
@@ -41,7 +41,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     One op with one backward rule rather than three (transpose, matmul, broadcast add):
         dx = g W,   dW = g^T x (summed over all rows),   db = g summed over all rows."""
     if x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input has {x.shape[-1]} features but weight {weight.shape} expects {weight.shape[1]}")
+        raise ValueError(f"linear: input has {x.shape[-1]} features but weight {weight.shape} "
+                         f"expects {weight.shape[1]}")
     out = matmul(detached(x), detached(weight).T)  # W^T is a strided view: no copy
     if bias is not None:
         if bias.shape != (weight.shape[0],):
