@@ -6,12 +6,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv book check-book test lab check exercises clean
+.PHONY: help venv book check-book test lint lab check exercises clean
 
 help:
 	@echo "make book        build the HTML book into book/_build/html (executes the chapters)"
 	@echo "make check-book  open every page of the built book in headless chromium: no console errors, all math typeset"
-	@echo "make test        run the whole test suite"
+	@echo "make test        the linter (ruff), then the whole test suite"
+	@echo "make lint        the linter alone (configured in pyproject.toml)"
 	@echo "make lab         open the exercises in JupyterLab"
 	@echo "make check NB=exercises/01-regression.ipynb   grade one notebook"
 	@echo "make exercises   regenerate exercises/ from solutions/ (nbgrader)"
@@ -33,8 +34,11 @@ book: $(STAMP)
 check-book: $(STAMP)
 	$(BIN)/python book/check_browser.py
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab exercises/
