@@ -48,17 +48,20 @@ def _triad(a, b, c, s):
         a[i] = b[i] + s * c[i]
 
 
-CHAIN_ROWS, CHAIN_WIDTH = 6, 32  # 6 x 32 float32 accumulators: 12 AVX-512 registers, as in the micro-kernel
+# The micro-kernel's block of float32 accumulators, MR x NR, sized for this machine's vector unit (teenygrad/
+# kernels/cpu.py; on AVX-512 6 x 32, 12 registers). A global, so numba compiles it in; its disk cache is keyed on
+# the target CPU, which determines the shape.
+CHAIN_ROWS, CHAIN_WIDTH = _matmul.MR, _matmul.NR
 FLOPS_PER_ITERATION = 2 * CHAIN_ROWS * CHAIN_WIDTH  # a multiply-add is 2 flops
 
 
 @numba.njit(cache=True, fastmath=True)
 def _fma_loop(n, x, y):
-    """n rounds of acc = acc*x + y on 6 x 32 accumulators kept in vector registers.
+    """n rounds of acc = acc*x + y on 6 x CHAIN_WIDTH accumulators kept in vector registers.
 
     Each accumulator is a dependency chain (a multiply-add must wait ~4 cycles for the previous one), so
-    many independent chains are needed to keep the FMA units busy every cycle: here 12 vectors of 16. The
-    accumulators are stack arrays (`local_array`) and the 32-wide loop is unrolled, so they live in
+    many independent chains are needed to keep the FMA units busy every cycle (on AVX-512: 12 vectors of 16).
+    The accumulators are stack arrays (`local_array`) and the CHAIN_WIDTH-wide loop is unrolled, so they live in
     registers, exactly as in teenygrad's matmul micro-kernel, but with no loads at all. The result is
     returned, so the compiler cannot drop the work; x is slightly below 1, so nothing overflows."""
     c0 = local_array(CHAIN_WIDTH, np.float32)

@@ -30,8 +30,10 @@ LINUX_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 # property of that code, not of the machine. Six rows of two vectors is the shape BLIS uses on AVX2
 # (its "6x16" kernel); the columns, NR, follow the vector width.
 MR = 6
-# Widest micro-kernel, in columns. Measured on AVX-512 (Zen 4): 6 x 64 (24 accumulator registers) was no
-# faster than 6 x 32 at 256..1024 and pads narrow products (attention's head dimension) to more columns.
+# Widest micro-kernel, in columns. Measured with matmul_tiled on AVX-512 (Zen 4), 6 x 64 against 6 x 32:
+# within a few percent on square float32 products (512, 1024), but about half as fast on float64 (its 48
+# accumulators spill out of the 32 registers) and on narrow products such as attention's (N = 16, 32 or 96:
+# padding each panel to 64 columns computes zeros).
 MAX_NR = 32
 
 
