@@ -186,3 +186,26 @@ def test_a_faked_clock_earns_nothing(graded_kernels, name):
     if name == "kernels-fake-clock":  # its own visible test believed the fake clock
         outputs = (graded_kernels / "autograded" / name / hostile.KERNELS / f"{hostile.KERNELS}.ipynb").read_text()
         assert "fast_blocked_matmul: visible tests passed" in outputs
+
+
+def test_without_root_the_disk_quota_is_watched(tmp_path):
+    """The non-root fallback (no tmpfs): the wrapper adds up the work folder and stops the kernel past the
+    quota, and says so in its status file."""
+    import sys
+    import conftest
+
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = {"id": "quota-test", "uid": os.getuid(), "isolate": False, "work_dir": str(work), "home": str(work),
+            "read_only": [], "env": {}, "wall_seconds": 60, "address_space_bytes": 4 * 2**30,
+            "memory_bytes": 4 * 2**30, "max_processes": 64, "file_bytes": 2**30,
+            "status_file": str(tmp_path / "status.json"), "disk_bytes": 20 * 2**20, "disk_mounted": False}
+    hog = ("import time\nfor i in range(100):\n    open(f'hog{i}', 'wb').write(b'x' * 2**20)\n    time.sleep(0.02)\n"
+           "time.sleep(60)")
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run([sys.executable, "-m", "autograder.sandbox", str(tmp_path / "spec.json"), "--",
+                           sys.executable, "-c", hog], cwd=conftest.REPO, timeout=120)
+    assert proc.returncode == 1
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["outcome"] == "disk" and status["disk_full"] and "watched quota" in status["isolation"]
+    assert status["seconds"] < 30 and len(list(work.glob("hog*"))) < 60
