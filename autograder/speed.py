@@ -71,6 +71,7 @@ class _Harness:
                  sys.executable, str(work / "harness.py"), str(work / "config.json")],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         self.out = self.proc.stdout.fileno()
+        self.closed = False
 
     def _read(self, n: int, deadline: float) -> bytes | None:
         chunks, got = [], 0
@@ -79,7 +80,8 @@ class _Harness:
             if left <= 0 or not select.select([self.out], [], [], left)[0]:
                 return None
             chunk = os.read(self.out, n - got)
-            if not chunk:
+            if not chunk:  # end of file: the harness is gone (its sandbox's wrapper may still be exiting)
+                self.closed = True
                 return None
             chunks.append(chunk)
             got += len(chunk)
@@ -151,8 +153,9 @@ def _run(box: Path, spec: dict, config: dict, speed: Speed, rng: np.random.Gener
             args = speed.arguments(rng)
             got, seconds = harness.call(args, LOAD_SECONDS if i == 0 else budget)
             if got is None:
-                return times, (f"a call took longer than {budget:.1f} s" if harness.proc.poll() is None
-                               else f"it stopped: {harness.why_not() or 'no answer'}")
+                stopped = harness.closed or harness.proc.poll() is not None
+                return times, (f"it stopped: {harness.why_not() or 'no answer'}" if stopped
+                               else f"a call took longer than {budget:.1f} s")
             want = speed.expected(*args[:-1])
             if got.shape != want.shape or not np.allclose(got, want, rtol=speed.rtol, atol=speed.atol):
                 return times, "a timed call did not compute the right product (a fast wrong answer does not count)"
