@@ -38,7 +38,8 @@ ALLOWED: dict[str, dict[str, str]] = {
         "2999": "the last sentence number of the 3,000 (0-based)",
         "0.69": "ln 2, the loss of a coin toss", "2.30": "ln 10, the loss of a uniform guess among ten digits",
         "3.4": "the largest float32, 3.4e38 (IEEE 754)",
-        "32": "the panel width of teenygrad's matmul kernel (teenygrad/kernels/matmul.py), which chapter 3 explains",
+        "32": "the panel width of teenygrad's matmul kernel (teenygrad/kernels/matmul.py), which chapter 3 explains; "
+              "glue it instead if the width comes to depend on the machine's vector width",
         "31": "32 - 1: the padding of a one-column panel",
         "80": "the 80/20 split of test_fraction=0.2, written as a ratio",
         "360": "the size of the test split: 20% of 1,797 digits",
