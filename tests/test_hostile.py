@@ -192,6 +192,7 @@ def test_without_root_the_disk_quota_is_watched(tmp_path):
     """The non-root fallback (no tmpfs): the wrapper adds up the work folder and stops the kernel past the
     quota, and says so in its status file."""
     import sys
+
     import conftest
 
     work = tmp_path / "work"
