@@ -12,7 +12,10 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
     7  nn, nn_init, functional, optim         layers, initialisation, optimizers
     8  text                                   characters as tokens, sampling
     9  gpt, value_gpt, tuning                 the GPT, fused ops (`ops.fused`), process settings for speed
+    *  edition                                which functions the exercises ask for; the learner's pieces
 """
+import os as _os
+
 from teenygrad import datasets, kernels
 from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, float32, float64, full, int64, manual_seed, ones,
                               rand, randn, stack, tensor, zeros)
@@ -28,6 +31,11 @@ from teenygrad import functional, nn, nn_init, optim
 from teenygrad import text
 from teenygrad import gpt, tuning, value_gpt
 from teenygrad.tuning import tune
+from teenygrad import edition
+from teenygrad.edition import exercise
+
+if _os.environ.get(edition.EDITION_ENV) == "mine":  # opted in: the learner's pieces from mine/ replace the book's
+    edition.load_mine()
 
 __all__ = [
     # chapter 1
@@ -49,4 +57,6 @@ __all__ = [
     "text",
     # chapter 9
     "gpt", "value_gpt", "tuning", "tune",
+    # every exercise
+    "edition", "exercise",
 ]
