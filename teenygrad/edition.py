@@ -233,8 +233,9 @@ def stubbed_source(source: str, assignments: frozenset[str] | None = None) -> st
         first = body[1] if (len(body) > 1 and isinstance(body[0], ast.Expr)
                             and isinstance(getattr(body[0], "value", None), ast.Constant)
                             and isinstance(body[0].value.value, str)) else body[0]
-        indent = " " * first.col_offset
-        stub = f"{indent}raise NotImplementedError({todo(assignment, part)!r})\n"
+        # what precedes the body on its first line: indentation, or `def f(x):` for a one-line function
+        prefix = lines[first.lineno - 1][:first.col_offset]
+        stub = f"{prefix}raise NotImplementedError({todo(assignment, part)!r})\n"
         edits.append((first.lineno - 1, node.end_lineno, stub))
     for start, end, stub in sorted(edits, reverse=True):
         lines[start:end] = [stub]
