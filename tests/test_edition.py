@@ -46,6 +46,13 @@ FAKE = textwrap.dedent('''
     def triple(x): return 3 * x
 
 
+    @exercise("07-fake", "double", kernel=True)
+    def double_kernel(x, out):
+        """out[i] = 2 x[i]."""
+        for i in range(len(x)):
+            out[i] = 2 * x[i]
+
+
     class Layer:
         def __init__(self, w):
             self.w = w
@@ -90,6 +97,12 @@ def test_stubs_replace_only_marked_bodies_and_keep_the_contract():
             call()
     assert learner.double.__doc__ == "Twice x, plus y." and "y: int = 0" in stubbed  # the contract stays
     assert "z = 2 * x" not in stubbed and "3 * x" not in stubbed and "self.w * x" not in stubbed
+    assert "out[i] = 2 * x[i]" not in stubbed
+    out = [0]
+    book.double_kernel([4], out)
+    assert out == [8]
+    with pytest.raises(NotImplementedError, match="part 'double'"):
+        learner.double_kernel([4], out)
 
 
 def test_stubs_of_one_exercise_leave_the_others():
@@ -129,6 +142,8 @@ def test_the_learner_edition_of_the_package_stubs_every_piece(tmp_path):
             obj = importlib.import_module(p.module)
             for name in p.qualname.split("."):
                 obj = getattr(obj, name)
+            if p.kernel:  # a numba kernel: its Python function (numba compiles the same raise)
+                obj = obj.py_func
             params = [q for q in inspect.signature(obj).parameters.values()
                       if q.default is q.empty and q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
             try:
@@ -164,8 +179,12 @@ def test_every_piece_states_its_contract():
         assert ast.get_docstring(node), f"{p.module}.{p.qualname} (a piece of {p.assignment}) has no docstring"
 
 
+def _first_piece() -> edition.Piece:
+    return next(p for p in edition.pieces() if not p.kernel)
+
+
 def test_install_puts_the_learners_function_in_and_refuses_the_books():
-    piece = edition.pieces()[0]
+    piece = _first_piece()
     obj = __import__(piece.module, fromlist=["x"])
     for name in piece.qualname.split("."):
         obj = getattr(obj, name)
@@ -176,7 +195,8 @@ def test_install_puts_the_learners_function_in_and_refuses_the_books():
         return "mine"
 
     mine.__name__ = piece.name
-    siblings = [p for p in edition.pieces() if (p.assignment, p.part) == (piece.assignment, piece.part)]
+    siblings = [p for p in edition.pieces() if (p.assignment, p.part) == (piece.assignment, piece.part)
+                and not p.kernel]
     others = []
     for p in siblings[1:]:
         def other(*args, **kwargs):
@@ -197,7 +217,7 @@ def test_install_puts_the_learners_function_in_and_refuses_the_books():
 
 
 def test_withholding_makes_the_pieces_raise(tmp_path):
-    piece = edition.pieces()[0]
+    piece = _first_piece()
     script = textwrap.dedent(f'''
         import importlib
         obj = importlib.import_module({piece.module!r})
@@ -256,8 +276,9 @@ def test_the_packages_own_implementation_scores_zero(answers, tmp_path):
 
 
 def test_loading_mine_installs_the_learners_pieces(tmp_path):
-    piece = edition.pieces()[0]
-    names = [p.name for p in edition.pieces() if (p.assignment, p.part) == (piece.assignment, piece.part)]
+    piece = _first_piece()
+    names = [p.name for p in edition.pieces() if (p.assignment, p.part) == (piece.assignment, piece.part)
+             and not p.kernel]
     code = "\n".join(f"def {n}(*args, **kwargs):\n    return 'mine'\n" for n in names)
     (tmp_path / f"{piece.assignment}.py").write_text(f"{code}\nPARTS = [{piece.part!r}]\n")
     script = ("from teenygrad import edition\n"
