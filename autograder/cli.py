@@ -1,6 +1,8 @@
 """The autograder's command line: `python -m autograder COMMAND --help`.
 
-Learner:     check NOTEBOOK                 grade one notebook, print points per part, write feedback HTML
+Learner:     check NOTEBOOK                 grade one notebook, print points per part, write feedback HTML,
+                                            record the passed parts' code in mine/ (--no-mine: don't)
+             capstone [--quick]             train the GPT on your pieces (mine/), graded by the loss reached
 Instructor:  setup ASSIGNMENT               prepare a course folder (and nbgrader's exchange config)
              collect SOURCE -a ASSIGNMENT   take a class's submissions (folders or a platform's zip)
              grade ASSIGNMENT [--jobs N]     grade them all (resumes; --force regrades)
@@ -69,11 +71,27 @@ def cmd_check(args: argparse.Namespace) -> int:
             feedback.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(pages[0], feedback)
             result.feedback = str(feedback)
+        graded = root / "autograded" / "learner" / found / f"{found}.ipynb"
+        recorded = "not recorded (--no-mine)" if args.no_mine else _record_mine(graded, result, str(path))
     if args.json:
-        print(json.dumps({k: v for k, v in result.to_json().items() if k not in ("sha256",)}))
+        print(json.dumps({**{k: v for k, v in result.to_json().items() if k not in ("sha256",)}, "mine": recorded}))
     else:
         _print_table(result)
+        print(f"mine: {recorded}")
     return 0
+
+
+def _record_mine(graded: Path, result, origin: str) -> str:
+    """Record the parts that scored full marks in mine/ (autograder/mine.py); the line saying what it holds."""
+    from autograder import mine
+
+    passed = [p.name for p in result.parts if p.max_score > 0 and p.score >= p.max_score]
+    failed = [p.name for p in result.parts if p.name not in passed]
+    try:
+        nb = read_notebook(graded)
+        return mine.record(nb, result.assignment, passed, failed, origin=origin).line()
+    except (OSError, BadNotebookError) as e:  # grading went fine; say why the record did not
+        return f"could not record your passed parts in {mine.edition.mine_dir()}: {e}"
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
@@ -171,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", help="which exercise it is (default: read from the notebook)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--feedback", metavar="HTML", help="where to write the feedback (default: NOTEBOOK.feedback.html)")
+    p.add_argument("--no-mine", action="store_true", help="do not record the passed parts in mine/ "
+                   "(by default their code goes to mine/NN-name.py, which TEENYGRAD=mine runs)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("setup", help="prepare a course folder for an assignment",
