@@ -250,3 +250,15 @@ def record(nb: nbformat.NotebookNode, assignment: str, passed: list[str], failed
     tmp.replace(path)
     outcome.changed = True
     return outcome
+
+
+def record_solutions(folder: Path, solutions: Path | None = None) -> list[Outcome]:
+    """Every part of every solutions notebook recorded in `folder`, as if each had passed: the book's own
+    answers as "mine" (the capstone's reference; tests)."""
+    from autograder import course
+
+    outcomes = []
+    for path in sorted((solutions or course.SOLUTIONS).glob("[0-9][0-9]-*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        outcomes.append(record(nb, path.stem, list(notebook_cells(nb)[1]), [], folder, origin=str(path.name)))
+    return outcomes
