@@ -94,6 +94,39 @@ def _record_mine(graded: Path, result, origin: str) -> str:
         return f"could not record your passed parts in {mine.edition.mine_dir()}: {e}"
 
 
+def cmd_capstone(args: argparse.Namespace) -> int:
+    """Train chapter 9's GPTs on a learner's pieces (mine/, or a course learner's graded parts) and grade them."""
+    from autograder import capstone
+    from teenygrad import edition
+
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    with tempfile.TemporaryDirectory(prefix="teenygrad-capstone-mine-") as tmp:
+        if args.learner or args.course:
+            if not (args.learner and args.course):
+                raise BadNotebookError("--course and --learner go together: whose graded work, in which course")
+            folder = Path(tmp)
+            try:
+                for line in capstone.mine_from_course(Path(args.course), args.learner, folder):
+                    log(f"mine: {line}")
+            except FileNotFoundError as e:
+                raise BadNotebookError(str(e)) from None
+        else:
+            folder = Path(args.mine) if args.mine else edition.mine_dir()
+            if args.mine and not folder.is_dir():
+                raise BadNotebookError(f"{folder}: no such folder (the pieces `check` recorded are in "
+                                       f"{edition.mine_dir()})")
+        if not capstone.recorded_parts(folder):
+            log(f"mine: no pieces of yours in {folder} yet: the run uses the book's teenygrad throughout "
+                "(`make check NB=...` records the parts you pass)")
+        log(f"training chapter 9's GPTs on your pieces in a sandbox ({'quick' if args.quick else 'full'} form)...")
+        report = capstone.grade(folder, "quick" if args.quick else "full", log=log)
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        capstone.print_report(report)
+    return 0
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     from autograder import gradebook
 
@@ -192,6 +225,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-mine", action="store_true", help="do not record the passed parts in mine/ "
                    "(by default their code goes to mine/NN-name.py, which TEENYGRAD=mine runs)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("capstone", help="train the GPT on your pieces of teenygrad, graded by the loss reached",
+                       description="Chapter 9's names GPT and Shakespeare GPT, trained in the grading sandbox with "
+                       "every piece recorded in mine/ swapped in; the grader computes the held-out losses itself. "
+                       "Points: 4 names GPT in its band, 4 Shakespeare GPT in its band, 2 x the share of pieces "
+                       "that are yours.")
+    p.add_argument("--quick", action="store_true", help="the short form (about 30 s; the full form takes ~10 min)")
+    p.add_argument("--mine", metavar="DIR", help="the pieces to use (default: $TEENYGRAD_MINE, else mine/)")
+    p.add_argument("--course", metavar="DIR", help="an instructor's course: use --learner's graded submissions")
+    p.add_argument("--learner", metavar="ID", help="with --course: whose pieces (parts with full marks)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.set_defaults(func=cmd_capstone)
 
     p = sub.add_parser("setup", help="prepare a course folder for an assignment",
                        description="Create or update a course folder for nbgrader: the assignment's source, "
