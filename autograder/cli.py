@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -96,6 +97,9 @@ def _record_mine(graded: Path, result, origin: str) -> str:
 
 def cmd_capstone(args: argparse.Namespace) -> int:
     """Train chapter 9's GPTs on a learner's pieces (mine/, or a course learner's graded parts) and grade them."""
+    # the judge's numpy forward pass: one BLAS thread is several times faster than two on a busy 2-core machine
+    # (numpy is not imported yet here; the sandboxed training does not inherit this)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from autograder import capstone
     from teenygrad import edition
 
