@@ -48,9 +48,12 @@ class Outcome:
     skipped: dict[str, str] = field(default_factory=dict)  # passed, but not recorded: why
     history: Path | None = None                        # where the previous version went
     changed: bool = False
+    no_pieces: bool = False                            # the exercise asks for no function of teenygrad
 
     def line(self) -> str:
         where = _short(self.path)
+        if self.no_pieces:
+            return f"nothing to record: exercise {self.path.stem} asks for no piece of teenygrad"
         if not self.parts:
             text = f"nothing recorded in {where} (no piece of teenygrad passed yet)"
         else:
@@ -207,6 +210,7 @@ def record(nb: nbformat.NotebookNode, assignment: str, passed: list[str], failed
     path = folder / f"{assignment}.py"
     outcome = Outcome(path)
     pieces = edition.parts(assignment)  # only what teenygrad can swap in is worth recording
+    outcome.no_pieces = not pieces
     setup, solutions = notebook_cells(nb)
     old = read_mine(path) if path.exists() else {}
     when = utc_now()

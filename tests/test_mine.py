@@ -83,6 +83,12 @@ def test_nothing_passed_writes_nothing(fake_pieces, tmp_path):
     assert not out.parts and not list(tmp_path.iterdir()) and "nothing recorded" in out.line()
 
 
+def test_an_exercise_without_pieces_records_nothing_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(mine.edition, "parts", lambda a: {})
+    out = mine.record(notebook("01-regression"), "01-regression", solution_parts("01-regression"), [], tmp_path)
+    assert not list(tmp_path.iterdir()) and out.line() == "nothing to record: exercise 01-regression asks for no piece of teenygrad"
+
+
 def test_same_code_again_changes_nothing(fake_pieces, tmp_path):
     assignment, parts = fake_pieces
     mine.record(notebook(assignment), assignment, parts, [], tmp_path)
