@@ -29,6 +29,7 @@ import math
 from typing import Callable, ContextManager, Sequence
 
 from teenygrad._swap import swapped
+from teenygrad.edition import exercise
 
 Number = float | int
 # A rule maps the operand numbers to (result, local gradients): one d result / d operand per operand.
@@ -53,6 +54,7 @@ def mul(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     return a * b, (b, a)
 
 
+@exercise("05-scalar-autograd", "div_and_maximum")
 def div(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     """a / b;  d/da = 1/b, d/db = -a/b^2."""
     return a / b, (1.0 / b, -a / (b * b))
@@ -90,6 +92,7 @@ def relu(a: float) -> tuple[float, tuple[float, ...]]:
     return (a, (1.0,)) if a > 0.0 else (0.0, (0.0,))
 
 
+@exercise("05-scalar-autograd", "sigmoid")
 def sigmoid(a: float) -> tuple[float, tuple[float, ...]]:
     """1 / (1 + e^-a);  d/da = s (1 - s). Two forms, so that e^x is never taken of a large positive x."""
     if a >= 0.0:
@@ -100,6 +103,7 @@ def sigmoid(a: float) -> tuple[float, tuple[float, ...]]:
     return s, (s * (1.0 - s),)
 
 
+@exercise("05-scalar-autograd", "div_and_maximum")
 def maximum(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     """max(a, b);  the gradient goes to the larger operand (to a on a tie)."""
     return (a, (1.0, 0.0)) if a >= b else (b, (0.0, 1.0))
