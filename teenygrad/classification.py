@@ -126,9 +126,9 @@ def _labels(y: Tensor | np.ndarray | Sequence[int], num_classes: int, what: str,
 def precision_recall_f1(y_true: Tensor | np.ndarray | Sequence[int], y_pred: Tensor | np.ndarray | Sequence[int],
                         num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per class k, from the confusion matrix C (rows: true class, columns: predicted class):
-    $$\text{precision}_k = \frac{C_{kk}}{\sum_a C_{ak}}, \quad \text{recall}_k = \frac{C_{kk}}{\sum_b C_{kb}},
-      \quad F_1 = \frac{2 \, \text{precision}_k \, \text{recall}_k}{\text{precision}_k + \text{recall}_k}
-      = \frac{2 C_{kk}}{\sum_b C_{kb} + \sum_a C_{ak}},$$
+    $$\\text{precision}_k = \\frac{C_{kk}}{\\sum_a C_{ak}}, \\quad \\text{recall}_k = \\frac{C_{kk}}{\\sum_b C_{kb}},
+      \\quad F_1 = \\frac{2 \\, \\text{precision}_k \\, \\text{recall}_k}{\\text{precision}_k + \\text{recall}_k}
+      = \\frac{2 C_{kk}}{\\sum_b C_{kb} + \\sum_a C_{ak}},$$
     each 0 where its denominator is 0 (a class never predicted, or never present). Three float64 arrays of
     shape (num_classes,); the macro-F1 is the mean of the last."""
     t = _labels(y_true, num_classes, "y_true", "precision_recall_f1")
@@ -149,7 +149,7 @@ def precision_recall_f1(y_true: Tensor | np.ndarray | Sequence[int], y_pred: Ten
 def top_k_accuracy(logits: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequence[int], k: int) -> float:
     """The fraction of examples whose true class is among the k highest-scoring classes. Ties are broken as
     argmax breaks them, towards the lower class index: class y_i is in the top k of row i when
-    $$\#\{c : z_{ic} > z_{i y_i}\} + \#\{c < y_i : z_{ic} = z_{i y_i}\} < k .$$
+    $$\\#\\{c : z_{ic} > z_{i y_i}\\} + \\#\\{c < y_i : z_{ic} = z_{i y_i}\\} < k .$$
     With k = 1 this is `accuracy`; with k >= the number of classes it is 1."""
     scores = _as_tensor(logits, float64)
     if scores.ndim != 2:
@@ -171,8 +171,8 @@ def top_k_accuracy(logits: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequenc
 def roc_auc(scores: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequence[int]) -> float:
     """The area under the ROC curve of a binary scorer: the probability that a random positive example scores
     higher than a random negative one, a tie counting one half,
-    $$\mathrm{AUC} = \frac{1}{PN} \sum_{i: y_i = 1} \sum_{j: y_j = 0} \Big(\mathbb{1}[s_i > s_j]
-      + \tfrac12 \mathbb{1}[s_i = s_j]\Big).$$
+    $$\\mathrm{AUC} = \\frac{1}{PN} \\sum_{i: y_i = 1} \\sum_{j: y_j = 0} \\Big(\\mathbb{1}[s_i > s_j]
+      + \\tfrac12 \\mathbb{1}[s_i = s_j]\\Big).$$
     Needs at least one positive and one negative label (else the ratio is undefined: a ValueError)."""
     s = _as_tensor(scores, float64)
     labels = _labels(y, 2, "y", "roc_auc")

@@ -315,7 +315,7 @@ def fuse(tape: Tape) -> FusedTape:
     """The same computation as `tape`, each chain of multiply-adds one DOT node (see the module docstring)."""
     if isinstance(tape, FusedTape):
         return tape
-    n, lo = len(tape), tape.n_leaves
+    lo = tape.n_leaves
     opcode, a, b = tape.opcode, tape.a.astype(np.int64), tape.b.astype(np.int64)
     chains = find_chains(opcode.copy(), a.copy(), b.copy(), lo)
     chains = {int(end): (int(head), [int(t) for t in terms]) for end, (head, terms) in chains.items()}

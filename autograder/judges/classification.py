@@ -17,7 +17,6 @@ import numpy as np
 
 from autograder.judges import Case, Part
 
-
 # --- precision, recall, F1 ------------------------------------------------------------------------------------
 
 def _prf(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int):
@@ -43,6 +42,8 @@ def _prf_cases(rng: np.random.Generator) -> list[Case]:
     y = rng.integers(0, 3, size=40)  # classes 3 and 4 never present; 4 also never predicted
     pred = np.where(rng.random(40) < 0.5, y, 3)
     cases.append((y, pred, 5))
+    y = rng.integers(0, 3, size=25)
+    cases.append((y, np.where(y == 2, 0, y), 3))  # class 2 present but never predicted: recall 0, precision 0/0
     y = rng.integers(0, 4, size=20)
     cases.append((y, y.copy(), 4))  # perfect
     cases.append((y, (y + 1) % 4, 4))  # all wrong

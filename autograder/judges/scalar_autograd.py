@@ -175,15 +175,16 @@ def _sigmoid_check(case: Case, outputs: tuple) -> str | None:
 def _div_max_cases(rng: np.random.Generator) -> list[Case]:
     weights = {DIV: 0.25, MAX: 0.3, ADD: 0.15, SUB: 0.1, MUL: 0.1, TANH: 0.1}
     sizes = [(1, 2), (2, 6), (3, 15), (5, 40), (6, 90)]
-    return _graphs(rng, sizes, weights) + _graphs(rng, [(4, 30), (3, 60)], weights, ties=True)
+    return _graphs(rng, sizes, weights) + _graphs(rng, [(8, 30), (6, 60)], weights, ties=True)
 
 
 # --- find_chains: graphs compiled to a fused tape ------------------------------------------------------------------
 
 def _mlp_graph(rng: np.random.Generator, n_in: int, widths: list[int]) -> Case:
     """Leaves: inputs, then weights and biases. Each neuron's sum is a chain b + w0 x0 + ... (sometimes without
-    the bias, so the chain starts with a product, sometimes with a product or a partial sum that the loss reads
-    too, which must stay), then tanh (not after the last layer). The root sums the outputs' squares."""
+    the bias, so the chain starts with a product; sometimes with a product or a partial sum that something else
+    reads too, which must keep its slot), then tanh (not after the last layer). The root sums the squares of the
+    extra readers and of the outputs."""
     x: list[float] = rng.uniform(-1, 1, size=n_in).tolist()
     ops: list[int] = []
     a: list[int] = []
@@ -209,12 +210,15 @@ def _mlp_graph(rng: np.random.Generator, n_in: int, widths: list[int]) -> Case:
                 if rng.random() < 0.05:
                     extra.append(m)
                 s = m if s is None else node(ADD if rng.random() < 0.93 else SUB, s, m)
-                if rng.random() < 0.04:
+                tap = rng.random()
+                if tap < 0.04:  # the partial sum read again, by the root
                     extra.append(s)
+                elif tap < 0.1:  # ... or by an ADD that comes before the chain's next step on the tape
+                    extra.append(node(ADD, s, leaf(rng.normal())))
             nxt.append(node(TANH, s, -1) if depth < len(widths) - 1 else s)
         layer = nxt
     total = None
-    for out in layer + extra:
+    for out in extra + layer:  # the extras first: the tape lists their readers before the chains' next steps
         sq = node(MUL, out, out)
         total = sq if total is None else node(ADD, total, sq)
     n_leaves = len(x)
