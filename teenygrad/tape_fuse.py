@@ -25,6 +25,7 @@ through dot_a and dot_b: see dot_forward and dot_backward.
 Which nodes go: an ADD one of whose operands is a MUL used nowhere else (its *term*) is a *step*. The step's
 other operand continues the chain if it is a step used nowhere else; otherwise it is the head (or, when it is
 a MUL used nowhere else, the first term). A node used twice is never fused away: its value needs a slot.
+`find_chains` is that analysis (exercise 5 asks for it); `fuse` checks the chains it returns and rewrites the tape.
 
 One more saving: training needs d loss / d parameter, never d loss / d input. A first layer's products are
 weight * pixel, so half of its backward work, grad[pixel] += weight * g, is thrown away. `fuse` puts the

@@ -16,9 +16,10 @@ contribution per use, and the chain rule says to add them.
 Every op is a *rule*: a plain function of numbers returning its result and its local gradients side by
 side, e.g. `mul(a, b) -> (a * b, (b, a))`. The rules live in the table `RULES`, looked up on every use.
 
-Seams for the exercise (grading "a Value op with its backward" and "the topological sort"):
+Exercise 5 asks for three of the rules (`sigmoid`, `div`, `maximum`: marked `@exercise`); a learner's rule goes in
+with `teenygrad.edition.install`. Seams for experiments:
 - `use_op(mul=my_mul)`: a context manager that swaps the rule of one op (any name in `RULES`) for a
-  learner's function with the same signature, for the Values built inside the `with` block.
+  function with the same signature, for the Values built inside the `with` block.
 - `loss.backward(order_fn=my_topological_order)`: backpropagate along a learner's order instead of
   `topological_order`. `check_topological(order, root)` says what is wrong with an order, if anything.
 - `gradient_check(f, xs)`: backprop gradients next to central finite differences, to test either.
