@@ -1,8 +1,10 @@
-"""Chapter 4's piece of teenygrad: text as bag-of-words vectors, one-hot labels, and accuracy.
+"""Chapter 4's piece of teenygrad: text as bag-of-words vectors, one-hot labels, accuracy and the measures
+beyond it.
 
 Turning sentences into a matrix is input processing, so `tokenize` and `Vocabulary` are plain Python and
-numpy (numpy is teenygrad's storage and I/O layer). `one_hot` and `accuracy` compute with teenygrad tensors.
-Chapter 4 builds each of them step by step.
+numpy (numpy is teenygrad's storage and I/O layer). `one_hot` and `accuracy` compute with teenygrad tensors;
+chapter 4 builds each of them step by step. The measures chapter 4 describes after its confusion matrix,
+`precision_recall_f1`, `top_k_accuracy` and `roc_auc`, are exercise 4's.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.tensor import Tensor, arange, float32, float64, int64
 
 _TOKEN = re.compile(r"[a-z0-9']+")
@@ -103,3 +106,82 @@ def accuracy(logits: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequence[int]
         raise ValueError("accuracy: no examples")
     predicted = scores.argmax(axis=1) if scores.ndim == 2 else (scores > 0).to(int64)
     return float((predicted == labels).to(float64).mean().item())
+
+
+def _labels(y: Tensor | np.ndarray | Sequence[int], num_classes: int, what: str, op: str) -> np.ndarray:
+    """A 1-D int64 array of labels in 0..num_classes-1, or one clear error."""
+    values = (y.numpy() if isinstance(y, Tensor) else np.asarray(y))
+    if values.ndim != 1:
+        raise ValueError(f"{op}: {what} must be a 1-D vector of labels, got shape {values.shape}")
+    if values.size and not np.issubdtype(values.dtype, np.integer):
+        if not np.all(values == np.round(values)):
+            raise ValueError(f"{op}: {what} must be whole numbers (class labels)")
+    values = values.astype(np.int64)
+    if values.size and (values.min() < 0 or values.max() >= num_classes):
+        raise ValueError(f"{op}: {what} must lie in 0..{num_classes - 1}, got {values.min()}..{values.max()}")
+    return values
+
+
+@exercise("04-classification", "precision_recall_f1")
+def precision_recall_f1(y_true: Tensor | np.ndarray | Sequence[int], y_pred: Tensor | np.ndarray | Sequence[int],
+                        num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per class k, from the confusion matrix C (rows: true class, columns: predicted class):
+    $$\\text{precision}_k = \\frac{C_{kk}}{\\sum_a C_{ak}}, \\quad \\text{recall}_k = \\frac{C_{kk}}{\\sum_b C_{kb}},
+      \\quad F_1 = \\frac{2 \\, \\text{precision}_k \\, \\text{recall}_k}{\\text{precision}_k + \\text{recall}_k}
+      = \\frac{2 C_{kk}}{\\sum_b C_{kb} + \\sum_a C_{ak}},$$
+    each 0 where its denominator is 0 (a class never predicted, or never present). Three float64 arrays of
+    shape (num_classes,); the macro-F1 is the mean of the last."""
+    t = _labels(y_true, num_classes, "y_true", "precision_recall_f1")
+    p = _labels(y_pred, num_classes, "y_pred", "precision_recall_f1")
+    if len(t) != len(p):
+        raise ValueError(f"precision_recall_f1: {len(t)} true labels but {len(p)} predictions")
+    C = one_hot(t, num_classes).to(float64).T @ one_hot(p, num_classes).to(float64)  # (K, K) counts
+    hits = (C * (arange(num_classes) == arange(num_classes).reshape(num_classes, 1))).sum(axis=1)  # the diagonal
+    present, predicted = C.sum(axis=1), C.sum(axis=0)
+    # C_kk is 0 whenever a denominator is: dividing by max(denominator, 1) gives the 0 convention
+    precision = hits / predicted.maximum(1.0)
+    recall = hits / present.maximum(1.0)
+    f1 = 2 * hits / (present + predicted).maximum(1.0)
+    return precision.numpy(), recall.numpy(), f1.numpy()
+
+
+@exercise("04-classification", "top_k_accuracy")
+def top_k_accuracy(logits: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequence[int], k: int) -> float:
+    """The fraction of examples whose true class is among the k highest-scoring classes. Ties are broken as
+    argmax breaks them, towards the lower class index: class y_i is in the top k of row i when
+    $$\\#\\{c : z_{ic} > z_{i y_i}\\} + \\#\\{c < y_i : z_{ic} = z_{i y_i}\\} < k .$$
+    With k = 1 this is `accuracy`; with k >= the number of classes it is 1."""
+    scores = _as_tensor(logits, float64)
+    if scores.ndim != 2:
+        raise ValueError(f"top_k_accuracy: logits must be (n, K), got shape {scores.shape}")
+    n, K = scores.shape
+    labels = _labels(y, K, "y", "top_k_accuracy")
+    if len(labels) != n or n == 0:
+        raise ValueError(f"top_k_accuracy: {n} rows of logits but {len(labels)} labels (need at least one)")
+    if not (isinstance(k, (int, np.integer)) and k >= 1):
+        raise ValueError(f"top_k_accuracy: k must be a positive integer, got {k!r}")
+    classes = arange(K)
+    target = Tensor(labels).reshape(n, 1)
+    own = (scores * (classes == target)).sum(axis=1, keepdim=True)  # z_{i, y_i}, as a column
+    ahead = (scores > own).sum(axis=1) + ((scores == own) * (classes < target)).sum(axis=1)
+    return float((ahead < k).to(float64).mean().item())
+
+
+@exercise("04-classification", "roc_auc")
+def roc_auc(scores: Tensor | np.ndarray, y: Tensor | np.ndarray | Sequence[int]) -> float:
+    """The area under the ROC curve of a binary scorer: the probability that a random positive example scores
+    higher than a random negative one, a tie counting one half,
+    $$\\mathrm{AUC} = \\frac{1}{PN} \\sum_{i: y_i = 1} \\sum_{j: y_j = 0} \\Big(\\mathbb{1}[s_i > s_j]
+      + \\tfrac12 \\mathbb{1}[s_i = s_j]\\Big).$$
+    Needs at least one positive and one negative label (else the ratio is undefined: a ValueError)."""
+    s = _as_tensor(scores, float64)
+    labels = _labels(y, 2, "y", "roc_auc")
+    if s.ndim != 1 or s.shape[0] != len(labels):
+        raise ValueError(f"roc_auc: scores of shape {s.shape} do not match {len(labels)} labels")
+    positive, negative = np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)
+    if not len(positive) or not len(negative):
+        raise ValueError("roc_auc: needs at least one positive and one negative example")
+    sp = s[Tensor(positive)].reshape(len(positive), 1)  # a column against the row of negatives' scores
+    sn = s[Tensor(negative)]
+    wins = (sp > sn).to(float64) + 0.5 * (sp == sn).to(float64)
+    return float(wins.mean().item())

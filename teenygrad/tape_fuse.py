@@ -25,6 +25,7 @@ through dot_a and dot_b: see dot_forward and dot_backward.
 Which nodes go: an ADD one of whose operands is a MUL used nowhere else (its *term*) is a *step*. The step's
 other operand continues the chain if it is a step used nowhere else; otherwise it is the head (or, when it is
 a MUL used nowhere else, the first term). A node used twice is never fused away: its value needs a slot.
+`find_chains` is that analysis (exercise 5 asks for it); `fuse` checks the chains it returns and rewrites the tape.
 
 One more saving: training needs d loss / d parameter, never d loss / d input. A first layer's products are
 weight * pixel, so half of its backward work, grad[pixel] += weight * g, is thrown away. `fuse` puts the
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.kernels.jit import kernel
 from teenygrad.tape import ADD, MUL, OP_NAMES, Tape, _python, backward_kernel, forward_kernel, sgd_kernel, zero_and_seed
 
@@ -232,17 +234,23 @@ class FusedTape(Tape):
         return "dot", (f"{self.a[i]} + " if self.arg[i] else "") + " + ".join(terms) + f"  ({len(ks)} products)"
 
 
-def fuse(tape: Tape) -> FusedTape:
-    """The same computation as `tape`, each chain of multiply-adds one DOT node (see the module docstring)."""
-    if isinstance(tape, FusedTape):
-        return tape
-    n, lo = len(tape), tape.n_leaves
-    opcode, a, b = tape.opcode, tape.a.astype(np.int64), tape.b.astype(np.int64)
+@exercise("05-scalar-autograd", "find_chains")
+def find_chains(opcode: np.ndarray, a: np.ndarray, b: np.ndarray, n_leaves: int) -> dict[int, tuple[int, list[int]]]:
+    """The multiply-add chains of a tape, as {end: (head, terms)}: the analysis half of the fusion pass.
+
+    opcode, a, b: the tape's arrays (a[i], b[i] the operand slots of op slot i, -1 when absent; slots below
+    n_leaves are leaves). A *term* is a MUL used exactly once (by one operand of one op). A *step* is an ADD
+    with a term operand: b if b is a term, else a; its other operand is its `prev`. A chain runs from its end,
+    a step, back through prev while prev is a step used exactly once (by this step, as its prev); there it
+    stops at the head: the slot its last prev names, or -1 when that prev is itself a term (then it is the
+    chain's first term). terms lists the chain's terms in the order the chain adds them, first to last.
+    Every step that is not fused into a later one ends a chain."""
+    n = len(opcode)
     has_b = b >= 0
-    has_b[:lo] = False
-    uses = np.bincount(np.concatenate([a[lo:], b[has_b]]), minlength=n)  # how many operands name each slot
+    has_b[:n_leaves] = False
+    uses = np.bincount(np.concatenate([a[n_leaves:], b[has_b]]), minlength=n)  # how many operands name each slot
     user = np.full(n, -1, dtype=np.int64)  # who uses it (meaningful for a slot used once)
-    user[a[lo:]] = np.arange(lo, n)
+    user[a[n_leaves:]] = np.arange(n_leaves, n)
     user[b[has_b]] = np.flatnonzero(has_b)
     term_mul = (opcode == MUL) & (uses == 1)  # a product that can become a term
     term = np.full(n, -1, dtype=np.int64)  # each step's term, and its other operand
@@ -255,19 +263,64 @@ def fuse(tape: Tape) -> FusedTape:
     step = term >= 0
     interior = step & (uses == 1)  # used once, and by a step that continues it: fused away
     interior[interior] = prev[user[interior]] == np.flatnonzero(interior)
-    keep = np.ones(n, dtype=bool)
-    chains: dict[int, tuple[int, list[int]]] = {}  # chain end -> (head or -1, its terms in order)
+    chains: dict[int, tuple[int, list[int]]] = {}
     for end in np.flatnonzero(step & ~interior).tolist():
         terms, p = [int(term[end])], int(prev[end])
         while interior[p]:  # walk back to the head, collecting the terms last first
-            keep[p] = False
             terms.append(int(term[p]))
             p = int(prev[p])
         if term_mul[p]:  # a product at the head of the chain is its first term
             terms.append(p)
             p = -1
-        keep[terms] = False
         chains[end] = (p, terms[::-1])
+    return chains
+
+
+def _fused_away(opcode: np.ndarray, a: np.ndarray, b: np.ndarray, n_leaves: int,
+                chains: dict[int, tuple[int, list[int]]]) -> np.ndarray:
+    """The slots the chains replace (their terms, and their steps but the end), checked: each must be used once,
+    by its own chain, or fusing it away would lose a value that something else reads."""
+    n = len(opcode)
+    has_b = b >= 0
+    has_b[:n_leaves] = False
+    uses = np.bincount(np.concatenate([a[n_leaves:], b[has_b]]), minlength=n)
+    gone = np.zeros(n, dtype=bool)
+
+    def bad(end: int, why: str) -> ValueError:
+        return ValueError(f"find_chains returned a chain ending at slot {end} that {why}")
+
+    for end, (head, terms) in chains.items():
+        if not (n_leaves <= end < n and opcode[end] == ADD) or len(terms) < 1 + (head < 0):
+            raise bad(end, "is not an ADD slot with its terms")
+        for t in terms:
+            if not (n_leaves <= t < n and opcode[t] == MUL and uses[t] == 1):
+                raise bad(end, f"has term {t}, which is not a MUL used once")
+        node, first = end, 1 if head < 0 else 0  # with no head, the first term is the first step's other operand
+        for k in range(len(terms) - 1, first - 1, -1):  # each step, from the end back, adds terms[k] to its prev
+            if opcode[node] != ADD or terms[k] not in (a[node], b[node]):
+                raise bad(end, f"does not add its term {terms[k]} at slot {node}")
+            if node != end:
+                if uses[node] != 1:
+                    raise bad(end, f"fuses away the partial sum at slot {node}, which is used elsewhere too")
+                gone[node] = True
+            node = int(b[node] if a[node] == terms[k] else a[node])
+        if node != (head if head >= 0 else terms[0]):
+            raise bad(end, f"reaches slot {node} where its head {head} should be")
+        gone[terms] = True
+    if gone[list(chains)].any():
+        raise ValueError("find_chains returned a chain whose end is fused away into another chain")
+    return gone
+
+
+def fuse(tape: Tape) -> FusedTape:
+    """The same computation as `tape`, each chain of multiply-adds one DOT node (see the module docstring)."""
+    if isinstance(tape, FusedTape):
+        return tape
+    lo = tape.n_leaves
+    opcode, a, b = tape.opcode, tape.a.astype(np.int64), tape.b.astype(np.int64)
+    chains = find_chains(opcode.copy(), a.copy(), b.copy(), lo)
+    chains = {int(end): (int(head), [int(t) for t in terms]) for end, (head, terms) in chains.items()}
+    keep = ~_fused_away(opcode, a, b, lo, chains)
     slot = np.cumsum(keep) - 1  # the new slot of each kept node
     kept = np.flatnonzero(keep)
     opcode, arg = opcode[kept], tape.arg[kept]

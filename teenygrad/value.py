@@ -16,9 +16,10 @@ contribution per use, and the chain rule says to add them.
 Every op is a *rule*: a plain function of numbers returning its result and its local gradients side by
 side, e.g. `mul(a, b) -> (a * b, (b, a))`. The rules live in the table `RULES`, looked up on every use.
 
-Seams for the exercise (grading "a Value op with its backward" and "the topological sort"):
+Exercise 5 asks for three of the rules (`sigmoid`, `div`, `maximum`: marked `@exercise`); a learner's rule goes in
+with `teenygrad.edition.install`. Seams for experiments:
 - `use_op(mul=my_mul)`: a context manager that swaps the rule of one op (any name in `RULES`) for a
-  learner's function with the same signature, for the Values built inside the `with` block.
+  function with the same signature, for the Values built inside the `with` block.
 - `loss.backward(order_fn=my_topological_order)`: backpropagate along a learner's order instead of
   `topological_order`. `check_topological(order, root)` says what is wrong with an order, if anything.
 - `gradient_check(f, xs)`: backprop gradients next to central finite differences, to test either.
@@ -29,6 +30,7 @@ import math
 from typing import Callable, ContextManager, Sequence
 
 from teenygrad._swap import swapped
+from teenygrad.edition import exercise
 
 Number = float | int
 # A rule maps the operand numbers to (result, local gradients): one d result / d operand per operand.
@@ -53,6 +55,7 @@ def mul(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     return a * b, (b, a)
 
 
+@exercise("05-scalar-autograd", "div_and_maximum")
 def div(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     """a / b;  d/da = 1/b, d/db = -a/b^2."""
     return a / b, (1.0 / b, -a / (b * b))
@@ -90,6 +93,7 @@ def relu(a: float) -> tuple[float, tuple[float, ...]]:
     return (a, (1.0,)) if a > 0.0 else (0.0, (0.0,))
 
 
+@exercise("05-scalar-autograd", "sigmoid")
 def sigmoid(a: float) -> tuple[float, tuple[float, ...]]:
     """1 / (1 + e^-a);  d/da = s (1 - s). Two forms, so that e^x is never taken of a large positive x."""
     if a >= 0.0:
@@ -100,6 +104,7 @@ def sigmoid(a: float) -> tuple[float, tuple[float, ...]]:
     return s, (s * (1.0 - s),)
 
 
+@exercise("05-scalar-autograd", "div_and_maximum")
 def maximum(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     """max(a, b);  the gradient goes to the larger operand (to a on a tie)."""
     return (a, (1.0, 0.0)) if a >= b else (b, (0.0, 1.0))

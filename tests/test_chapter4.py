@@ -1,9 +1,9 @@
-"""Chapter 4's pieces: teenygrad.classification against oracles, the 04-classification judge against independent
-oracles and the solutions notebook, and the figures the chapter's prose states."""
+"""Chapter 4's pieces: teenygrad.classification against oracles (the chapter's tokenize, vocabulary, one_hot and
+accuracy, and exercise 4's measures beyond accuracy), the 04-classification judge against independent oracles and
+the solutions notebook, plausible wrong answers rejected, and the figures the chapter's prose states."""
 from __future__ import annotations
 
 from collections import Counter
-from decimal import Decimal, localcontext
 
 import nbformat
 import numpy as np
@@ -13,20 +13,19 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import teenygrad as tg
-from autograder.judges import judge, write_cases
 from autograder.judges.classification import PARTS
 from teenygrad import classification
 from teenygrad.datasets import load_digits, load_sentiment
-from teenygrad.grading import GRADING_DIR_ENV, report
+from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.preprocessing import standardize, train_test_split
 from tests.test_chapter1_pieces import REPO
 
-from conftest import solution_cells
+from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
 CHAPTER = REPO / "chapters" / "04-classification.ipynb"
 SOLUTIONS = REPO / "solutions" / "04-classification.ipynb"
-POINTS = {"stable_sigmoid": 1, "stable_softmax": 1, "binary_cross_entropy": 1, "cross_entropy_gradient": 2,
-          "softmax_regression_step": 1, "accuracy": 1}
+ASSIGNMENT = "04-classification"
+POINTS = {"precision_recall_f1": 3, "top_k_accuracy": 2, "roc_auc": 2}
 
 
 # --- tokenize and Vocabulary -------------------------------------------------------------------------------
@@ -124,165 +123,151 @@ def test_accuracy_rejects_mismatched_shapes():
         classification.accuracy(np.zeros((0, 2)), np.zeros(0, dtype=np.int64))
 
 
-# --- the judge's references against independent oracles ---------------------------------------------------
+# --- the measures beyond accuracy (exercise 4's pieces, the book's answers) ---------------------------------
 
-def _exact_sigmoid(z: float) -> float:
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return float(1 / (1 + (-Decimal(z)).exp()))
-
-
-def _exact_log1pexp(z: float) -> Decimal:
-    with localcontext() as ctx:
-        ctx.prec = 60
-        return (1 + Decimal(z).exp()).ln()
-
-
-def test_judge_references_against_exact_arithmetic():
-    rng = np.random.default_rng(0)
-    for (z,) in PARTS["stable_sigmoid"].cases(rng):
-        want = np.vectorize(_exact_sigmoid)(z)
-        np.testing.assert_allclose(PARTS["stable_sigmoid"].reference(z), want, rtol=1e-14, atol=1e-300)
-    for (Z,) in PARTS["stable_softmax"].cases(rng):
-        with localcontext() as ctx:
-            ctx.prec = 60
-            E = [[Decimal(v).exp() for v in row] for row in Z.tolist()]
-            want = np.array([[float(e / sum(row)) for e in row] for row in E])
-        np.testing.assert_allclose(PARTS["stable_softmax"].reference(Z), want, rtol=1e-13, atol=1e-300)
-    for z, y in PARTS["binary_cross_entropy"].cases(rng):
-        with localcontext() as ctx:
-            ctx.prec = 60
-            want = float(sum(_exact_log1pexp(a) - Decimal(b) * Decimal(a) for a, b in zip(z.tolist(), y.tolist()))
-                         / len(z))
-        assert float(PARTS["binary_cross_entropy"].reference(z, y)) == pytest.approx(want, rel=1e-12, abs=1e-12)
+def _prf_oracle(t, p, K):
+    """Counting example by example, from the definitions."""
+    tp, fp, fn = np.zeros(K), np.zeros(K), np.zeros(K)
+    for a, b in zip(t.tolist(), p.tolist()):
+        if a == b:
+            tp[a] += 1
+        else:
+            fp[b] += 1
+            fn[a] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        P, R = np.nan_to_num(tp / (tp + fp)), np.nan_to_num(tp / (tp + fn))
+        F = np.nan_to_num(2 * P * R / (P + R))
+    return P, R, F
 
 
-def _mean_cross_entropy(X, Y, W):
-    Z = X @ W
-    m = Z.max(axis=1, keepdims=True)
-    return -np.mean(np.sum(Y * (Z - m - np.log(np.exp(Z - m).sum(axis=1, keepdims=True))), axis=1))
+@settings(deadline=None, max_examples=60)
+@given(st.integers(1, 8).flatmap(lambda k: st.tuples(st.just(k), st.lists(st.tuples(st.integers(0, k - 1),
+                                                                                     st.integers(0, k - 1)),
+                                                                           min_size=1, max_size=40))))
+def test_precision_recall_f1_against_counting(problem):
+    K, pairs = problem
+    t, p = np.array([a for a, _ in pairs]), np.array([b for _, b in pairs])
+    for got, want in zip(classification.precision_recall_f1(t, p, K), _prf_oracle(t, p, K)):
+        assert got.shape == (K,) and got.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(PARTS["precision_recall_f1"].reference(t, p, K), _prf_oracle(t, p, K), rtol=1e-12)
 
 
-def test_gradient_reference_against_finite_differences():
-    rng = np.random.default_rng(1)
-    for X, Y, W in PARTS["cross_entropy_gradient"].cases(rng):
-        if np.abs(X @ W).max() > 50:  # saturated softmax: finite differences see a piecewise-linear loss
-            continue
-        h, numeric = 1e-6, np.zeros_like(W)
-        for index in np.ndindex(W.shape):
-            E = np.zeros_like(W)
-            E[index] = h
-            numeric[index] = (_mean_cross_entropy(X, Y, W + E) - _mean_cross_entropy(X, Y, W - E)) / (2 * h)
-        np.testing.assert_allclose(PARTS["cross_entropy_gradient"].reference(X, Y, W), numeric, rtol=1e-6, atol=1e-8)
-    for X, y, W, lr in PARTS["softmax_regression_step"].cases(rng):
-        Y = np.zeros((len(y), W.shape[1]))
-        Y[np.arange(len(y)), y] = 1
-        want = W - lr * PARTS["cross_entropy_gradient"].reference(X, Y, W)
-        np.testing.assert_allclose(PARTS["softmax_regression_step"].reference(X, y, W, lr), want, rtol=1e-12)
-    for logits, y in PARTS["accuracy"].cases(rng):
-        hits = sum(max(range(logits.shape[1]), key=lambda k: row[k]) == label for row, label in zip(logits.tolist(), y))
-        assert float(PARTS["accuracy"].reference(logits, y)) == hits / len(y)
+@settings(deadline=None, max_examples=60)
+@given(st.integers(1, 20), st.integers(1, 6), st.integers(1, 8), st.integers(0, 2**31))
+def test_top_k_accuracy_against_a_stable_sort(n, K, k, seed):
+    rng = np.random.default_rng(seed)
+    Z, y = rng.integers(0, 3, size=(n, K)).astype(np.float64), rng.integers(0, K, size=n)
+    order = np.argsort(-Z, axis=1, kind="stable")  # descending, equal scores in index order: argmax's tie rule
+    want = np.mean([y[i] in order[i, :k] for i in range(n)])
+    assert classification.top_k_accuracy(Z, y, k) == pytest.approx(want, abs=1e-15)
+    assert PARTS["top_k_accuracy"].reference(Z, y, k) == pytest.approx(want, abs=1e-15)
+    if k == 1:
+        assert classification.top_k_accuracy(Z, y, 1) == pytest.approx(classification.accuracy(Z, y))
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.integers(2, 40), st.integers(0, 2**31), st.booleans())
+def test_roc_auc_against_the_rank_formula(n, seed, ties):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, size=n)
+    y[0], y[1] = 0, 1
+    s = rng.integers(0, 4, size=n).astype(np.float64) if ties else rng.normal(size=n)
+    ranks = np.empty(n)  # Mann-Whitney: the AUC from the mean ranks (ties get their average rank)
+    order = np.argsort(s, kind="stable")
+    sorted_s = s[order]
+    for v in np.unique(s):
+        where = np.flatnonzero(sorted_s == v)
+        ranks[order[where]] = where.mean() + 1
+    P, N = int(y.sum()), int(n - y.sum())
+    want = (ranks[y == 1].sum() - P * (P + 1) / 2) / (P * N)
+    assert classification.roc_auc(s, y) == pytest.approx(want, abs=1e-12)
+    assert PARTS["roc_auc"].reference(s, y) == pytest.approx(want, abs=1e-12)
+
+
+def test_measures_reject_bad_input():
+    with pytest.raises(ValueError, match="0..2"):
+        classification.precision_recall_f1(np.array([0, 3]), np.array([0, 1]), 3)
+    with pytest.raises(ValueError, match="2 true labels but 1"):
+        classification.precision_recall_f1(np.array([0, 1]), np.array([0]), 3)
+    with pytest.raises(ValueError, match="positive integer"):
+        classification.top_k_accuracy(np.zeros((2, 3)), np.array([0, 1]), 0)
+    with pytest.raises(ValueError, match="one positive and one negative"):
+        classification.roc_auc(np.array([0.1, 0.2]), np.array([1, 1]))
 
 
 def test_judge_cases_cover_the_edge_cases():
     rng = np.random.default_rng(0)
-    assert any(np.abs(z).max() >= 1000 for (z,) in PARTS["stable_sigmoid"].cases(rng))
-    softmax_shapes = [Z.shape for (Z,) in PARTS["stable_softmax"].cases(rng)]
-    assert (1, 1) in softmax_shapes and any(n == 1 for n, _ in softmax_shapes)
-    assert any(np.abs(Z).max() >= 1000 for (Z,) in PARTS["stable_softmax"].cases(rng))
-    assert any(np.abs(z).max() >= 1000 for z, _ in PARTS["binary_cross_entropy"].cases(rng))
-    assert any(len(z) == 1 for z, _ in PARTS["binary_cross_entropy"].cases(rng))
-    for part in ("cross_entropy_gradient", "softmax_regression_step"):
-        cases = PARTS[part].cases(rng)
-        assert any(c[0].shape[0] == 1 for c in cases) and any(c[0].shape[1] == 1 for c in cases)
-        assert any(c[2].shape[1] == 1 for c in cases)  # one class
-        assert any(np.abs(c[0] @ c[2]).max() > 500 for c in cases)  # huge logits
-    assert any(c[0].shape == (1, 1) for c in PARTS["accuracy"].cases(rng))
+    prf = PARTS["precision_recall_f1"].cases(rng)
+    assert any(len(t) == 1 for t, _, _ in prf) and any(K == 1 for _, _, K in prf)
+    assert any(set(range(K)) - set(t.tolist()) - set(p.tolist()) for t, p, K in prf)  # a class never seen at all
+    assert any(set(range(K)) - set(p.tolist()) and set(range(K)) & set(t.tolist()) - set(p.tolist())
+               for t, p, K in prf)  # present but never predicted
+    topk = PARTS["top_k_accuracy"].cases(rng)
+    assert any(k > Z.shape[1] for Z, _, k in topk) and any(np.abs(Z).max() > 1e299 for Z, _, _ in topk)
+    assert any((np.sort(Z, axis=1)[:, 1:] == np.sort(Z, axis=1)[:, :-1]).any() for Z, _, _ in topk)  # ties
+    auc = PARTS["roc_auc"].cases(rng)
+    assert any(len(set(y.tolist())) == 1 for _, y in auc) and any(len(np.unique(s)) < len(s) for s, _ in auc)
 
 
 # --- the 04-classification judge against the solutions notebook -------------------------------------------
 
-def _solution_namespace() -> dict:
-    nb = nbformat.read(SOLUTIONS, as_version=4)
-    namespace: dict = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
-            exec(compile(cell.source, f"<solution cell {meta['grade_id']}>", "exec"), namespace)
-    return namespace
+@pytest.fixture(autouse=True)
+def _pieces_restored():
+    """A test that installs a notebook's pieces in teenygrad leaves the package as it found it."""
+    saved = dict(tg.edition._INSTALLED), dict(tg.edition._ORIGIN)
+    yield
+    tg.edition._INSTALLED.clear()
+    tg.edition._INSTALLED.update(saved[0])
+    tg.edition._ORIGIN.clear()
+    tg.edition._ORIGIN.update(saved[1])
+
+
+def _notebook_namespace(transform=None) -> tuple[dict, dict]:
+    namespace, hidden = notebook_namespace(SOLUTIONS, transform)
+    for part, pieces in tg.edition.parts(ASSIGNMENT).items():
+        tg.edition.install(ASSIGNMENT, part, *(namespace[p.name] for p in pieces))
+    return namespace, hidden
 
 
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
-    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS) == set(tg.edition.parts(ASSIGNMENT))
     for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
-        assert f'report("{part}", {part})' in hidden and "assert" not in hidden
+        assert f'report("{part}", ' in hidden and "assert" not in hidden
+        assert f"classification.{part}(" in hidden  # graded through the package, with the learner's piece in it
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
-    namespace = _solution_namespace()
-    drawn = write_cases(PARTS, tmp_path, seed)
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    for part in PARTS:
-        report(part, namespace[part])
-    assert judge(PARTS, drawn, tmp_path) == {part: None for part in PARTS}
+    namespace, hidden = _notebook_namespace()
+    assert run_hidden(PARTS, namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
 
 
-def _softmax_unstable(Z):
-    E = np.exp(Z)
-    return E / E.sum(axis=1, keepdims=True)
-
-
-def _softmax_stable(Z):
-    E = np.exp(Z - Z.max(axis=1, keepdims=True))
-    return E / E.sum(axis=1, keepdims=True)
-
-
-WRONG = {  # plausible mistakes the judge must catch
-    "stable_sigmoid": [
-        lambda z: np.exp(z) / (1 + np.exp(z)),  # nan for z = 1000
-        lambda z: np.where(z >= 0, 1 / (1 + np.exp(-np.abs(z))), 1 - 1 / (1 + np.exp(-np.abs(z)))),  # 1 - sigma rounds
-        lambda z: (1 / (1 + np.exp(-z.astype(np.float32)))).astype(np.float64),  # float32: small values flush to 0
-    ],
-    "stable_softmax": [
-        _softmax_unstable,
-        lambda Z: np.exp(Z - Z.max()) / np.exp(Z - Z.max()).sum(axis=1, keepdims=True),  # one max for all rows
-        lambda Z: np.exp(Z - Z.max(axis=1, keepdims=True)) / np.exp(Z - Z.max(axis=1, keepdims=True)).sum(),
-    ],
-    "binary_cross_entropy": [
-        lambda z, y: -np.mean(y * np.log(1 / (1 + np.exp(-z))) + (1 - y) * np.log(1 - 1 / (1 + np.exp(-z)))),
-        lambda z, y: np.sum(np.logaddexp(0, z) - y * z),  # no 1/n
-        lambda z, y: np.mean(np.log1p(np.exp(z)) - y * z),  # overflows at z = 1000
-    ],
-    "cross_entropy_gradient": [
-        lambda X, Y, W: X.T @ (_softmax_stable(X @ W) - Y),  # missing 1/n
-        lambda X, Y, W: X.T @ (Y - _softmax_stable(X @ W)) / len(X),  # wrong sign
-        lambda X, Y, W: X.T @ (_softmax_unstable(X @ W) - Y) / len(X),  # unstable on huge logits
-    ],
-    "softmax_regression_step": [
-        lambda X, y, W, lr: W + lr * X.T @ (_softmax_stable(X @ W) - np.eye(W.shape[1])[y]) / len(y),  # uphill
-        lambda X, y, W, lr: W - lr * X.T @ (_softmax_stable(X @ W) - np.eye(W.shape[1])[y]),  # missing 1/n
-        lambda X, y, W, lr: W - lr * X.T @ (_softmax_unstable(X @ W) - np.eye(W.shape[1])[y]) / len(y),
-    ],
-    "accuracy": [
-        lambda Z, y: np.mean(np.argmin(Z, axis=1) == y),
-        lambda Z, y: np.sum(np.argmax(Z, axis=1) == y),  # a count, not a fraction
-        lambda Z, y: np.mean(np.argmax(Z, axis=0)[: len(y)] == y),  # the wrong axis
-    ],
+WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
+    "precision and recall swapped": ("precision_recall_f1", "return precision.numpy(), recall.numpy(), f1.numpy()",
+                                     "return recall.numpy(), precision.numpy(), f1.numpy()"),
+    "0/0 left as nan": ("precision_recall_f1", "precision = hits / predicted.maximum(1.0)",
+                        "precision = hits / predicted"),
+    "F1 as the arithmetic mean": ("precision_recall_f1", "f1 = 2 * hits / (present + predicted).maximum(1.0)",
+                                  "f1 = (precision + recall) / 2"),
+    "top-k ties go to the higher class": ("top_k_accuracy", "(classes < target)", "(classes > target)"),
+    "top-k counts ties as ahead": ("top_k_accuracy", "((Z == own) * (classes < target))", "(Z == own)"),
+    "top-k with <= k": ("top_k_accuracy", "(ahead < k)", "(ahead <= k)"),
+    "AUC counts ties as wins": ("roc_auc", "0.5 * (sp == sn).double()", "(sp == sn).double()"),
+    "AUC without the ValueError": ("roc_auc", "        raise ValueError(", "        return 0.5\n        raise ValueError("),
 }
 
 
-@pytest.mark.parametrize("variant", [0, 1, 2])
-def test_judge_rejects_wrong_answers(variant, tmp_path, monkeypatch):
-    drawn = write_cases(PARTS, tmp_path, seed=7)
+@pytest.mark.parametrize("mistake", list(WRONG))
+def test_judge_rejects_wrong_answers(mistake, tmp_path, monkeypatch):
+    part, old, new = WRONG[mistake]
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    with np.errstate(all="ignore"):
-        for part, fns in WRONG.items():
-            report(part, fns[variant])
-    verdicts = judge(PARTS, drawn, tmp_path)
-    assert all(verdicts[part] for part in PARTS), verdicts
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
+    verdicts = run_hidden(PARTS, namespace, hidden, [part], tmp_path, seed=5)
+    assert verdicts[part] is not None, mistake
 
 
 # --- the chapter -------------------------------------------------------------------------------------------

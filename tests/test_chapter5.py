@@ -1,30 +1,59 @@
-"""Chapter 5's pieces: the 05-scalar-autograd judge (its plain-Python references against teenygrad.Value and
-the tape on random graphs, its topological-order check), the solutions notebook against the judge, plausible
-wrong answers rejected, and the chapter (structure, and the figures its prose states). No timing assertions."""
+"""Chapter 5's pieces: the rules and the fusion analysis exercise 5 asks for (teenygrad.value's sigmoid, div and
+maximum; teenygrad.tape_fuse.find_chains) against plain Python, finite differences and the unfused tape; the
+05-scalar-autograd judge's references against teenygrad; the solutions notebook against the judge; plausible wrong
+answers rejected; and the chapter (structure, and the figures its prose states). No timing assertions."""
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.judges.scalar_autograd import ADD, MUL, PARTS, SUB, TANH, _graph, _topo_check, forward_backward
+from autograder.judges.scalar_autograd import (
+    ADD,
+    DIV,
+    MAX,
+    MUL,
+    PARTS,
+    SIGMOID,
+    SUB,
+    TANH,
+    _graph,
+    _mlp_graph,
+    forward_backward,
+    fusion_counts,
+)
+from teenygrad import edition
 from teenygrad import tape as T
 from teenygrad.grading import GRADING_DIR_ENV
-from teenygrad.value import Value, topological_order
+from teenygrad.tape_fuse import DOT, fuse
+from teenygrad.tape_fuse import find_chains as book_find_chains
+from teenygrad.value import RULES, Value, gradient_check, topological_order
 
 from conftest import executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "05-scalar-autograd.ipynb"
 SOLUTIONS = REPO / "solutions" / "05-scalar-autograd.ipynb"
-POINTS = {"mul_op": 2, "topological_order": 2, "tanh_opcode": 2}
-FUNCTIONS = {"mul_op": ["mul_op"], "topological_order": ["topological_order"],
-             "tanh_opcode": ["tanh_forward", "tanh_backward"]}
+ASSIGNMENT = "05-scalar-autograd"
+POINTS = {"sigmoid": 2, "div_and_maximum": 2, "find_chains": 4}
+ALL_OPS = {ADD: 0.2, SUB: 0.1, MUL: 0.25, TANH: 0.1, DIV: 0.1, MAX: 0.15, SIGMOID: 0.1}
+
+
+@pytest.fixture(autouse=True)
+def _pieces_restored():
+    """A test that installs a notebook's pieces in teenygrad leaves the package as it found it."""
+    saved = dict(edition._INSTALLED), dict(edition._ORIGIN)
+    yield
+    edition._INSTALLED.clear()
+    edition._INSTALLED.update(saved[0])
+    edition._ORIGIN.clear()
+    edition._ORIGIN.update(saved[1])
 
 
 def as_values(x, op, a, b):
@@ -33,99 +62,114 @@ def as_values(x, op, a, b):
     for code, i, j in zip(op.tolist(), a.tolist(), b.tolist()):
         u = nodes[i]
         nodes.append({ADD: lambda: u + nodes[j], SUB: lambda: u - nodes[j], MUL: lambda: u * nodes[j],
-                      TANH: lambda: u.tanh()}[code]())
+                      TANH: lambda: u.tanh(), DIV: lambda: u / nodes[j], MAX: lambda: u.max(nodes[j]),
+                      SIGMOID: lambda: u.sigmoid()}[code]())
     return leaves, nodes
 
 
-def sane(nodes) -> bool:
-    """No overflow: a product of products can reach 1e35 or inf, where a different order of the same sums (the
-    tape's) differs by more than rounding, and nan equals nothing."""
-    return all(np.isfinite(v.data) and abs(v.data) < 1e6 for v in nodes)
+# --- the package's pieces (the book's answers) -------------------------------------------------------------
+
+@settings(deadline=None, max_examples=60)
+@given(st.floats(-1000, 1000, allow_nan=False))
+def test_sigmoid_rule_is_stable_and_exact(z):
+    s, (ds,) = RULES["sigmoid"](z)
+    exact = 1 / (1 + math.exp(-z)) if z > -700 else math.exp(z)  # the formula, where it does not overflow
+    assert s == pytest.approx(exact, rel=1e-12, abs=0 if z > -700 else 1e-300)
+    assert ds == pytest.approx(s * (1 - s), rel=1e-12, abs=1e-300)
 
 
-graphs = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 8), st.integers(1, 60), st.floats(0.0, 0.7))
+@pytest.mark.parametrize("seed", range(4))
+def test_div_and_max_rules_against_finite_differences(seed):
+    xs = np.random.default_rng(seed).uniform(-2, 2, size=3).tolist()
+
+    def f(v):
+        x, y, z = v
+        return ((x + 2.0) / (y * y + 1.0)).max(z * x) / (z - 3.0) + (x * y).sigmoid()
+
+    analytic, numeric = gradient_check(f, xs)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+    assert RULES["max"](2.0, 2.0) == (2.0, (1.0, 0.0))  # a tie goes to the first operand
 
 
-# --- the judge's references against teenygrad -------------------------------------------------------------
-
-@settings(deadline=None, max_examples=80)
-@given(graphs)
-def test_reference_matches_teenygrad_values(params):
-    seed, n, m, p_mul = params
-    x, op, a, b = _graph(np.random.default_rng(seed), n, m, p_mul)
+@settings(deadline=None, max_examples=60)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 8), st.integers(1, 80))
+def test_judge_reference_matches_teenygrad_values_and_the_tape(seed, n, m):
+    x, op, a, b = _graph(np.random.default_rng(seed), n, m, ALL_OPS, ties=seed % 2 == 0)
     leaves, nodes = as_values(x, op, a, b)
-    assume(sane(nodes))
     nodes[-1].backward()
     value, grads = forward_backward(x, op, a, b)
     assert value == pytest.approx(nodes[-1].data, rel=1e-12, abs=1e-12)
-    np.testing.assert_allclose(grads, [v.grad for v in leaves], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grads, [v.grad for v in leaves], rtol=1e-9, atol=1e-12)
+    tape = T.compile(nodes[-1], inputs=leaves)
+    assert tape.forward() == pytest.approx(value, rel=1e-12, abs=1e-12)
+    tape.backward()
+    np.testing.assert_allclose(tape.grad[tape.slots(leaves)], grads, rtol=1e-9, atol=1e-12)
+
+
+def _fused(case):
+    leaves, nodes = as_values(*case)
+    plain = T.compile(nodes[-1], params=leaves)
+    return plain, fuse(plain)
 
 
 @settings(deadline=None, max_examples=40)
-@given(graphs)
-def test_reference_matches_the_tape(params):
-    seed, n, m, p_mul = params
-    x, op, a, b = _graph(np.random.default_rng(seed), n, m, p_mul)
-    leaves, nodes = as_values(x, op, a, b)
-    assume(sane(nodes))
-    tape = T.compile(nodes[-1], inputs=leaves)
-    loss = tape.forward()
-    tape.backward()
-    value, grads = forward_backward(x, op, a, b)
-    assert loss == pytest.approx(value, rel=1e-12, abs=1e-12)
-    np.testing.assert_allclose(tape.grad[tape.slots(leaves)], grads, rtol=1e-10, atol=1e-12)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_find_chains_fuses_what_the_judge_counts_and_computes_the_same(seed, mlp):
+    rng = np.random.default_rng(seed)
+    case = (_mlp_graph(rng, int(rng.integers(1, 6)), [int(w) for w in rng.integers(1, 5, size=rng.integers(1, 4))])
+            if mlp else _graph(rng, int(rng.integers(1, 6)), int(rng.integers(1, 60)), {MUL: 0.5, ADD: 0.3, SUB: 0.1, TANH: 0.1}))
+    plain, fused = _fused(case)
+    chains = book_find_chains(plain.opcode, plain.a.astype(np.int64), plain.b.astype(np.int64), plain.n_leaves)
+    assert (len(fused), int(np.sum(fused.opcode == DOT)), len(fused.dot_a)) == fusion_counts(*case)
+    assert len(chains) == int(np.sum(fused.opcode == DOT))
+    for t in (plain, fused):
+        t.forward()
+        t.backward()
+    assert fused.loss == pytest.approx(plain.loss, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(fused.param_grads, plain.param_grads, rtol=1e-9, atol=1e-12)
 
 
-def test_cases_have_reuse_and_every_op():
-    for name in ("mul_op", "tanh_opcode"):
-        cases = PARTS[name].cases(np.random.default_rng(0))
-        ops = np.concatenate([c[1] for c in cases])
-        assert set(ops.tolist()) == {ADD, SUB, MUL, TANH}
-        assert any(np.any((c[1] == MUL) & (c[2] == c[3])) for c in cases), "some x * x"
-        assert any(len(c[0]) == 1 for c in cases), "a single leaf"
-        assert all(np.any(c[1] == TANH) for c in PARTS["tanh_opcode"].cases(np.random.default_rng(1)))
+def test_fuse_refuses_chains_that_would_lose_a_value():
+    h, w0, x0, w1, x1 = (Value(v) for v in (0.5, 1.0, 2.0, -1.0, 3.0))
+    s0 = h + w0 * x0
+    loss = (s0 + w1 * x1) * s0  # s0 is read twice: it can't be fused away
+    plain = T.compile(loss, params=[h, w0, x0, w1, x1])
+    slot = {name: int(plain.slots([v])[0]) for name, v in [("h", h), ("s0", s0), ("s1", loss.children[0])]}
+    m = [int(plain.a[slot["s0"]] if plain.opcode[plain.a[slot["s0"]]] == T.MUL else plain.b[slot["s0"]]),
+         int(plain.b[slot["s1"]] if plain.opcode[plain.b[slot["s1"]]] == T.MUL else plain.a[slot["s1"]])]
+
+    def find_chains(opcode, a, b, n_leaves):  # a learner's greedy chain, across the shared partial sum
+        return {slot["s1"]: (slot["h"], m)}
+
+    with edition.installed(ASSIGNMENT, "find_chains", find_chains):
+        with pytest.raises(ValueError, match="used elsewhere"):
+            fuse(plain)
+    assert int(np.sum(fuse(plain).opcode == DOT)) == 2  # the book's: two chains, s0's and s1's
 
 
-def _topo_graph(case):
-    n_leaves, a, b, root = case
-    nodes = [Value(0.1 * k) for k in range(n_leaves)]
-    for i, j in zip(a.tolist(), b.tolist()):
-        nodes.append(nodes[i].tanh() if j < 0 else nodes[i] + nodes[j])
-    return nodes, nodes[root]
-
-
-def _positions(nodes, order):
-    number = {id(v): k for k, v in enumerate(nodes)}
-    return (np.array([number.get(id(v), -1) for v in order], dtype=np.int64),)
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_topo_check_accepts_valid_orders_and_rejects_invalid_ones(seed):
-    for case in PARTS["topological_order"].cases(np.random.default_rng(seed)):
-        nodes, root = _topo_graph(case)
-        order = topological_order(root)
-        assert _topo_check(case, _positions(nodes, order)) is None
-        # another valid order: breadth-first depth levels, deepest first (Kahn's algorithm on the reversed graph)
-        depth = {}
-        for v in order:
-            depth[id(v)] = 1 + max((depth[id(c)] for c in v.children), default=-1)
-        other = sorted(order, key=lambda v: (depth[id(v)], -id(v)))
-        assert _topo_check(case, _positions(nodes, other)) is None
-        if len(order) > 1:
-            assert _topo_check(case, _positions(nodes, order[::-1])) is not None  # parents first
-            assert _topo_check(case, _positions(nodes, order[:-1])) is not None  # root missing
-            assert _topo_check(case, _positions(nodes, [order[0], *order])) is not None  # a node twice
-        outside = [v for v in nodes if id(v) not in {id(u) for u in order}]
-        if outside:
-            assert "does not depend" in _topo_check(case, _positions(nodes, [outside[0], *order]))
-        assert _topo_check(case, (np.array([0.5]),)) is not None
-        assert _topo_check(case, (np.array([len(nodes) + 3]),)) is not None
+def test_cases_cover_the_edge_cases():
+    rng = np.random.default_rng(0)
+    sig = PARTS["sigmoid"].cases(rng)
+    assert any(len(c) == 1 and np.abs(c[0]).max() >= 1000 for c in sig)
+    assert all(np.any(c[1] == SIGMOID) for c in sig if len(c) > 1)
+    dm = PARTS["div_and_maximum"].cases(rng)
+    ops = np.concatenate([c[1] for c in dm])
+    assert {DIV, MAX} <= set(ops.tolist()) and SIGMOID not in ops
+    assert any(len(set(c[0].tolist())) < len(c[0]) for c in dm), "leaves with equal values: ties for max"
+    chains = PARTS["find_chains"].cases(rng)
+    assert set(np.concatenate([c[1] for c in chains]).tolist()) <= {ADD, SUB, MUL, TANH}  # no other part's op
+    counts = [fusion_counts(*c) for c in chains]
+    assert all(dots >= 1 for _, dots, _ in counts)
 
 
 # --- the solutions notebook ------------------------------------------------------------------------------
 
 def _notebook_namespace(transform=None) -> tuple[dict, dict]:
-    return notebook_namespace(SOLUTIONS, transform)
+    """The notebook's setup and solution cells run, and its pieces installed in teenygrad (as its test cells do)."""
+    namespace, hidden = notebook_namespace(SOLUTIONS, transform)
+    for part, pieces in edition.parts(ASSIGNMENT).items():
+        edition.install(ASSIGNMENT, part, *(namespace[p.name] for p in pieces))
+    return namespace, hidden
 
 
 def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
@@ -141,33 +185,31 @@ def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
 
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
-    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS) == set(edition.parts(ASSIGNMENT))
     for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
         assert f'report("{part}", ' in hidden and "assert" not in hidden
-        for other in set(FUNCTIONS) - {part}:  # each part is graded on its own function(s) only
-            assert not any(re.search(rf"\b{fn}\(", hidden) for fn in FUNCTIONS[other]), (part, other)
-        for fn in FUNCTIONS[part]:  # defined outside the solution markers, so a released exercise defines it
-            assert f"def {fn}(" in solutions[part]
-            assert solutions[part].index(f"def {fn}(") < solutions[part].rindex("### BEGIN SOLUTION")
+        for piece in edition.parts(ASSIGNMENT)[part]:  # defined outside the markers: the exercise defines it
+            assert f"def {piece.name}(" in solutions[part]
+            assert solutions[part].index(f"def {piece.name}(") < solutions[part].rindex("### BEGIN SOLUTION")
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
-    "mul backward swaps the operands": ("mul_op", "return a * b, (b, a)", "return a * b, (a, b)"),
-    "mul backward forgets the second operand": ("mul_op", "return a * b, (b, a)", "return a * b, (b, 0.0)"),
-    "mul backward is the product": ("mul_op", "return a * b, (b, a)", "return a * b, (a * b, a * b)"),
-    "mul forward adds": ("mul_op", "return a * b, (b, a)", "return a + b, (b, a)"),
-    "DFS without a visited set lists a reused node twice": (
-        "topological_order", "        if id(node) in visited:\n            return\n", ""),
-    "node before its children (pre-order)": (
-        "topological_order", "        visited.add(id(node))\n",
-        "        visited.add(id(node))\n        order.append(node)\n"),
-    "root left out": ("topological_order", "    return order\n", "    return order[:-1]\n"),
-    "tanh backward assigns instead of adding": ("tanh_opcode", "grad[a[i]] += (1.0", "grad[a[i]] = (1.0"),
-    "tanh backward uses the operand, not the result": (
-        "tanh_opcode", "(1.0 - data[i] * data[i])", "(1.0 - data[a[i]] * data[a[i]])"),
-    "tanh backward forgets grad[i]": ("tanh_opcode", " * grad[i]", ""),
-    "tanh forward reads its own slot": ("tanh_opcode", "data[i] = math.tanh(data[a[i]])", "data[i] = math.tanh(data[i])"),
+    "sigmoid as typed: overflows below -709": (
+        "sigmoid", "    if a >= 0.0:", "    if True:"),
+    "sigmoid as 1 - sigmoid(-a): small values rounded away": (
+        "sigmoid", "        e = math.exp(a)\n        s = e / (1.0 + e)", "        s = 1.0 - 1.0 / (1.0 + math.exp(a))"),
+    "sigmoid's local gradient s(1 + s)": ("sigmoid", "(s * (1.0 - s),)", "(s * (1.0 + s),)"),
+    "div: d/db without the minus": ("div_and_maximum", "-a / (b * b)", "a / (b * b)"),
+    "div: d/db = -1/b^2": ("div_and_maximum", "-a / (b * b)", "-1.0 / (b * b)"),
+    "max: a tie goes to b": ("div_and_maximum", "if a >= b else", "if a > b else"),
+    "chains: a partial sum read twice is fused away": ("find_chains", "if uses[i] == 1 and user[i] in prev",
+                                                       "if user[i] in prev"),
+    "chains: a product read twice becomes a term": ("find_chains", "opcode[i] == T.MUL and uses[i] == 1",
+                                                    "opcode[i] == T.MUL"),
+    "chains: nothing fused": ("find_chains", "    return chains\n", "    return {}\n"),
+    "chains: a head product left out": ("find_chains", "            terms.append(p)\n            p = -1\n",
+                                        "            pass\n"),
 }
 
 

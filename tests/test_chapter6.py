@@ -1,6 +1,6 @@
-"""Chapter 6's pieces: the 06-tensor-autograd judge (its numpy references against teenygrad's own autograd and
-against finite differences), the solutions notebook against the judge, plausible wrong rules rejected, and the
-chapter's structure and stated figures."""
+"""Chapter 6's pieces: the rules exercise 6 asks for (max with ties, pow, maximum, cat) against numpy and finite
+differences, the 06-tensor-autograd judge's references against teenygrad's own autograd, the solutions notebook
+against the judge, plausible wrong rules rejected, and the chapter's structure and stated figures."""
 from __future__ import annotations
 
 import re
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import teenygrad as tg
-from autograder.judges.tensor_autograd import PARTS, TRAIN_ARGS, _matmul, _sum, _train_np, unbroadcast_np
+from autograder.judges.tensor_autograd import PARTS, _cat, _max, _maximum, _pow
+from teenygrad import edition
 from teenygrad.grading import GRADING_DIR_ENV
 
 from conftest import notebook_namespace, replacing, run_hidden, solution_cells
@@ -21,116 +22,107 @@ from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "06-tensor-autograd.ipynb"
 SOLUTIONS = REPO / "solutions" / "06-tensor-autograd.ipynb"
-POINTS = {"unbroadcast": 2, "add_backward": 1, "matmul_backward": 2, "sum_backward": 1}
+ASSIGNMENT = "06-tensor-autograd"
+POINTS = {"max_backward": 3, "pow_backward": 2, "maximum_backward": 1, "cat_backward": 1}
 
 
-# --- the judge's references -----------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _pieces_restored():
+    """A test that installs a notebook's rules in teenygrad leaves the package as it found it."""
+    saved = dict(edition._INSTALLED), dict(edition._ORIGIN)
+    yield
+    edition._INSTALLED.clear()
+    edition._INSTALLED.update(saved[0])
+    edition._ORIGIN.clear()
+    edition._ORIGIN.update(saved[1])
 
-@st.composite
-def broadcast_pair(draw):
-    """(shape of a broadcast result, an input shape that broadcasts to it)."""
-    out = tuple(draw(st.lists(st.integers(1, 4), min_size=0, max_size=4)))
-    keep = draw(st.integers(0, len(out)))
-    shape = tuple(1 if draw(st.booleans()) else n for n in out[len(out) - keep:])
-    return out, shape
 
+def _grads(forward, inputs, w, noncontiguous=False):
+    """Gradients of forward(*inputs) against upstream w, by teenygrad's backward (the rules in effect)."""
+    leaves = [tg.tensor(np.asarray(x, dtype=np.float64)) for x in inputs]
+    if noncontiguous:
+        leaves = [tg.tensor(np.stack([x, x], axis=-1))[..., 0] for x in inputs]
+    leaves = [t.requires_grad_() for t in leaves]
+    forward(*leaves).backward(tg.tensor(np.asarray(w, dtype=np.float64)))
+    return tuple(np.zeros(t.shape) if t.grad is None else t.grad.numpy() for t in leaves)
+
+
+# --- the package's rules (the book's answers) against numpy and finite differences ----------------------------
 
 @settings(deadline=None, max_examples=60)
-@given(broadcast_pair(), st.integers(0, 2**31))
-def test_unbroadcast_reference_is_the_adjoint_of_broadcasting(pair, seed):
-    """<unbroadcast(g), x> = <g, broadcast(x)> for all x: the defining property of the gradient."""
-    out, shape = pair
-    rng = np.random.default_rng(seed)
-    g, x = rng.normal(size=out), rng.normal(size=shape)
-    got = unbroadcast_np(g, shape)
-    assert got.shape == shape
-    assert np.isclose(np.sum(got * x), np.sum(g * np.broadcast_to(x, out)))
-
-
-@settings(deadline=None, max_examples=40)
-@given(broadcast_pair(), broadcast_pair(), st.integers(0, 2**31))
-def test_add_reference_matches_teenygrads_autograd(pa, pb, seed):
-    rng = np.random.default_rng(seed)
-    sa, sb = pa[1], pb[1]
-    try:
-        out = np.broadcast_shapes(sa, sb)
-    except ValueError:
-        return
-    a, b, w = rng.normal(size=sa), rng.normal(size=sb), rng.normal(size=out)
-    A, B = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
-    (A + B).backward(tg.tensor(w))
-    want = PARTS["add_backward"].reference(a, b, w, 0)
-    np.testing.assert_allclose(A.grad.numpy(), want[0], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(B.grad.numpy(), want[1], rtol=1e-12, atol=1e-12)
-
-
-@settings(deadline=None, max_examples=40)
-@given(st.sampled_from([((), ()), ((3,), ()), ((), (2,)), ((2, 3), (2, 3)), ((2, 1), (4,))]),
-       st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2**31))
-def test_matmul_reference_matches_teenygrad_and_finite_differences(batches, m, k, n, seed):
-    rng = np.random.default_rng(seed)
-    a, b = rng.normal(size=(*batches[0], m, k)), rng.normal(size=(*batches[1], k, n))
-    w = rng.normal(size=np.matmul(a, b).shape)
-    da, db = _matmul(a, b, w, 0)
-    A, B = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
-    (A @ B).backward(tg.tensor(w))
-    np.testing.assert_allclose(A.grad.numpy(), da, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(B.grad.numpy(), db, rtol=1e-10, atol=1e-10)
-    eps, loss = 1e-6, lambda a_, b_: np.sum(np.matmul(a_, b_) * w)
-    for x, dx, f in [(a, da, lambda v: loss(v, b)), (b, db, lambda v: loss(a, v))]:
-        numeric = np.zeros_like(x)
-        for i in np.ndindex(x.shape):
-            e = np.zeros_like(x)
-            e[i] = eps
-            numeric[i] = (f(x + e) - f(x - e)) / (2 * eps)
-        np.testing.assert_allclose(dx, numeric, rtol=1e-6, atol=1e-7)
-
-
-@settings(deadline=None, max_examples=40)
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
-def test_sum_reference_matches_teenygrads_autograd(shape, data):
-    shape = tuple(shape)
-    axes = data.draw(st.lists(st.integers(-len(shape), len(shape) - 1), max_size=len(shape), unique_by=lambda a: a % len(shape)))
+def test_max_rule_sends_each_groups_gradient_to_its_first_maximum(shape, data):
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True, max_size=len(shape)).map(sorted))
     keepdim = data.draw(st.booleans())
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
-    x = rng.normal(size=shape)
+    x = rng.integers(0, 3, size=shape).astype(np.float64)  # ties in most groups
     axis = tuple(axes) or None
-    w = rng.normal(size=np.sum(x, axis=axis, keepdims=keepdim).shape)
-    X = tg.tensor(x, requires_grad=True)
-    X.sum(axis, keepdim=keepdim).backward(tg.tensor(w))
-    np.testing.assert_allclose(X.grad.numpy(), _sum(x, np.array(axes, dtype=np.int64), keepdim, w, 0), rtol=1e-12)
+    w = rng.normal(size=np.max(x, axis=axis, keepdims=keepdim).shape)
+    (dx,) = _grads(lambda t: t.max(axis, keepdim=keepdim), [x], w, noncontiguous=data.draw(st.booleans()))
+    np.testing.assert_allclose(dx, _max(x, np.array(axes, dtype=np.int64), keepdim, w, 0), rtol=1e-12)
+    assert np.count_nonzero(dx) <= w.size  # never split or duplicated
 
 
-def test_training_reference_matches_teenygrads_autograd():
-    namespace, _ = _notebook_namespace()
-    case = PARTS["add_backward"].cases(np.random.default_rng(3))[-1]
-    assert len(case) == TRAIN_ARGS
-    want = _train_np(*case)
-    assert len(want) == case[-1] + 1 and want[-1] < 0.8 * want[0]  # the loss falls, visibly
-    np.testing.assert_allclose(namespace["train_softmax_regression"](*case), want, rtol=1e-10)
+@pytest.mark.parametrize("seed", range(3))
+def test_rules_agree_with_finite_differences(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(3, 4, 2))  # distinct values: max is differentiable there
+    tg.gradcheck(lambda t: t.max((0, 2)) * 1.0, [tg.tensor(x)])
+    a, b = rng.uniform(0.5, 2.0, size=(2, 3)), rng.uniform(-2, 2, size=(3,))
+    tg.gradcheck(lambda a, b: a ** b, [tg.tensor(a), tg.tensor(b)])
+    tg.gradcheck(lambda a, b: a.maximum(b), [tg.tensor(rng.normal(size=(2, 3))), tg.tensor(rng.normal(size=(3,)))])
+    tg.gradcheck(lambda a, b: tg.cat([a, b], 1) * 1.0, [tg.tensor(rng.normal(size=(2, 1))), tg.tensor(rng.normal(size=(2, 3)))])
+
+
+@pytest.mark.parametrize("name, forward, reference", [
+    ("pow_backward", None, _pow), ("maximum_backward", lambda a, b: a.maximum(b), _maximum),
+    ("cat_backward", None, _cat), ("max_backward", None, _max)])
+def test_judge_references_match_teenygrads_autograd(name, forward, reference):
+    for seed in range(3):
+        for case in PARTS[name].cases(np.random.default_rng(seed)):
+            if name == "pow_backward":
+                a, b, w, nc, constant = case
+                got = (_grads(lambda t: t ** float(b), [a], w, nc) if constant
+                       else _grads(lambda s, t: s ** t, [a, b], w, nc))
+            elif name == "cat_backward":
+                *xs, axis, w, nc = case
+                got = _grads(lambda *ts: tg.cat(list(ts), int(axis)), xs, w, nc)
+            elif name == "max_backward":
+                x, axes, keepdim, w, nc = case
+                got = _grads(lambda t: t.max(tuple(axes.tolist()) or None, keepdim=bool(keepdim)), [x], w, nc)
+            else:
+                a, b, w, nc = case
+                got = _grads(forward, [a, b], w, nc)
+            want = reference(*case)
+            for g, r in zip(got, want if isinstance(want, tuple) else (want,)):
+                np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12, err_msg=f"{name}, seed {seed}")
 
 
 def test_cases_cover_the_edge_cases():
     rng = np.random.default_rng(0)
     for name, part in PARTS.items():
-        cases = part.cases(rng)
-        assert len(cases[-1]) == TRAIN_ARGS and all(len(c) < TRAIN_ARGS for c in cases[:-1]), name
-        assert {c[-1] for c in cases[:-1]} == {0, 1}, f"{name}: contiguous and non-contiguous cases"
-    shapes = [(g.shape, tuple(s)) for g, s, _ in PARTS["unbroadcast"].cases(rng)[:-1]]
-    assert any(s == () for _, s in shapes) and any(g == s for g, s in shapes)  # to a scalar; nothing to do
-    assert any(len(g) > len(s) and 1 in s for g, s in shapes)  # leading dims and size-1 dims at once
-    mm = [(a.shape, b.shape) for a, b, _, _ in PARTS["matmul_backward"].cases(rng)[:-1]]
-    assert any(len(a) == 3 and len(b) == 2 for a, b in mm) and any(len(a) == 2 and len(b) == 3 for a, b in mm)
-    assert any(len(a) == len(b) >= 3 for a, b in mm)  # batched on both sides
-    sums = PARTS["sum_backward"].cases(rng)[:-1]
-    assert any(len(ax) == 0 for _, ax, _, _, _ in sums) and any((ax < 0).any() for _, ax, _, _, _ in sums)
-    assert {k for _, _, k, _, _ in sums} == {0, 1}
+        flags = {c[-2] if name == "pow_backward" else c[-1] for c in part.cases(rng)}
+        assert flags == {0, 1}, f"{name}: contiguous and non-contiguous cases"
+    maxes = PARTS["max_backward"].cases(rng)
+    assert any(len(ax) == 0 for _, ax, _, _, _ in maxes) and {k for _, _, k, _, _ in maxes} == {0, 1}
+    assert any(len(ax) >= 2 and ax[1] - ax[0] > 1 for _, ax, _, _, _ in maxes)  # axes neither last nor adjacent
+    tied = [x for x, ax, *_ in maxes if len(ax) == 1 and (np.sort(x, axis=int(ax[0]))[..., -1:] ==
+                                                            np.sort(x, axis=int(ax[0]))[..., -2:-1]).any()]
+    assert tied, "ties in the max cases"
+    pows = PARTS["pow_backward"].cases(rng)
+    assert any(c[-1] and (c[0] < 0).any() for c in pows) and any(np.ndim(c[1]) == 0 and not c[-1] for c in pows)
+    assert any((a == b).any() for a, b, _, _ in PARTS["maximum_backward"].cases(rng) if np.shape(a) == np.shape(b))
+    assert any(0 in x.shape for c in PARTS["cat_backward"].cases(rng) for x in c[:3])
 
 
 # --- the solutions notebook against the judge -----------------------------------------------------------
 
 def _notebook_namespace(transform=None) -> tuple[dict, dict]:
-    return notebook_namespace(SOLUTIONS, transform)
+    """The notebook's setup and solution cells run, and its rules installed in teenygrad (as its test cells do)."""
+    namespace, hidden = notebook_namespace(SOLUTIONS, transform)
+    for part, pieces in edition.parts(ASSIGNMENT).items():
+        edition.install(ASSIGNMENT, part, *(namespace[p.name] for p in pieces))
+    return namespace, hidden
 
 
 def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
@@ -146,38 +138,29 @@ def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch, capsys):
 
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
-    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS) == set(edition.parts(ASSIGNMENT))
     for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
         assert f'report("{part}", ' in hidden and "assert" not in hidden
         head = solutions[part][:solutions[part].index("### BEGIN SOLUTION")]
         assert f"def {part}(" in head
-        # each part is graded on its own: no other part's function in its solution or its hidden tests
-        for other in set(PARTS) - {part}:
+        for other in set(PARTS) - {part}:  # each part is graded on its own
             assert f"{other}(" not in solutions[part].replace(f"def {part}(", "")
-            assert f"{other}(" not in hidden.replace(f"def run_{part}(", "")
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
-    "unbroadcast forgets the size-1 (keepdim) dims": ("unbroadcast", "axes = tuple(range(lead)) + stretched",
-                                                      "axes = tuple(range(lead))"),
-    "unbroadcast sums the kept dims away": ("unbroadcast", "return grad.sum(axes, keepdim=True).reshape(shape)",
-                                            "return grad.sum(axes)"),
-    "unbroadcast sums every size-1 dim, stretched or not": ("unbroadcast", "if n == 1 and grad.shape[lead + d] != 1",
-                                                            "if n == 1 or d == 0"),
-    "add sums only leading dims": ("add_backward", "axes = tuple(range(lead)) + tuple(", "axes = tuple(range(lead)) or tuple("),
-    "add passes g through unchanged": ("add_backward", "grads.append(g.sum(axes, keepdim=True).reshape(x.shape))",
-                                       "grads.append(g)"),
-    "matmul with the transposes swapped": ("matmul_backward", "da = g @ b.transpose(-1, -2)",
-                                           "da = g.transpose(-1, -2) @ b"),
-    "matmul dB without the transpose of A": ("matmul_backward", "db = a.transpose(-1, -2) @ g",
-                                             "db = (g.transpose(-1, -2) @ a).transpose(-1, -2).transpose(-1, -2)"),
-    "matmul forgets to sum a shared matrix over the batch": ("matmul_backward", "db = db.sum(tuple(range(db.ndim - b.ndim)))",
-                                                             "db = db[0]"),
-    "sum expands without putting the axes back": ("sum_backward", "g.reshape(kept).expand(*ctx.shape)",
-                                                  "g.expand(*ctx.shape)"),
-    "sum returns g times the count": ("sum_backward", "return (g.reshape(kept).expand(*ctx.shape),)",
-                                      "return (g.reshape(kept).expand(*ctx.shape) * 2,)"),
+    "max: the chapter's mask, every tied maximum gets g": (
+        "max_backward", "    where = x.argmax(axes)",
+        "    return ((x == x.max(axes, keepdim=True)) * g.reshape(*(1 if d in axes else n for d, n in "
+        "enumerate(shape))).expand(*shape),)\n    where = x.argmax(axes)"),
+    "max: the axes not put back in place": ("max_backward", "return (dx.permute(*inverse),)",
+                                            "return (dx.reshape(*shape),)"),
+    "pow: the exponent's gradient without log a": ("pow_backward", "g * ctx.out * a.log()", "g * ctx.out"),
+    "pow: the exponent not summed back": ("pow_backward", "tg.unbroadcast(g * ctx.out * a.log(), b.shape)",
+                                          "(g * ctx.out * a.log()).sum().expand(*b.shape)"),
+    "maximum: a tie goes to b": ("maximum_backward", "a_wins = ctx.a >= ctx.b", "a_wins = ctx.a > ctx.b"),
+    "maximum: a tie goes to both": ("maximum_backward", "g * (1 - a_wins)", "g * (ctx.a <= ctx.b)"),
+    "cat: one element off": ("cat_backward", "slice(start, start + size)", "slice(max(start - 1, 0), max(start - 1, 0) + size)"),
 }
 
 
@@ -188,17 +171,6 @@ def test_judge_rejects_wrong_rules(mistake, tmp_path, monkeypatch, capsys):
     namespace, hidden = _notebook_namespace(replacing(part, old, new))
     verdicts = _run_hidden(namespace, hidden, [part], tmp_path, seed=5)
     assert verdicts[part] is not None, mistake
-
-
-def test_training_case_alone_catches_a_wrong_rule(tmp_path, monkeypatch, capsys):
-    """A rule right on shapes but off by a constant changes the whole loss trajectory."""
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, _ = _notebook_namespace()
-    case = PARTS["matmul_backward"].cases(np.random.default_rng(0))[-1]
-    right = namespace["matmul_backward"]
-    half = lambda ctx, g: tuple(x * 0.5 for x in right(ctx, g))
-    got = namespace["train_softmax_regression"](*case, matmul=half)
-    assert not np.allclose(got, _train_np(*case), rtol=PARTS["matmul_backward"].rtol)
 
 
 # --- the chapter ---------------------------------------------------------------------------------------------

@@ -1,9 +1,15 @@
-"""Judge for assignment 04-classification: logistic and softmax regression (exercises/04-classification.ipynb).
+"""Judge for assignment 04-classification: the measures beyond accuracy (exercises/04-classification.ipynb).
 
-Every part is compared with a float64 numpy reference. The cases mix ordinary random inputs with the ones that
-break careless code: logits of +-1000 (overflow in exp), rows whose logits are all huge and equal, a single row,
-a single class. The sigmoid is judged on *relative* accuracy (atol is below every normal float64), because that is
-what a stable sigmoid buys: sigma(-100) is 3.7e-44, not "about 0".
+The learner writes three functions of `teenygrad.classification`; the hidden tests install them and call them
+through the package (`teenygrad.classification.precision_recall_f1(...)` and so on). Every part is compared with
+a float64 numpy reference written here, loop by loop from the definitions. The cases mix ordinary random inputs
+with the ones that break careless code: classes that are never present or never predicted (0/0), a single
+example, a single class, ties between scores, every label the same.
+
+  precision_recall_f1  (y_true, y_pred, num_classes) -> (precision, recall, f1), three (num_classes,) arrays
+  top_k_accuracy       (logits, y, k)                -> the fraction whose true class is in the top k
+  roc_auc              (scores, y)                   -> the AUC, or -1 when the hidden test caught the
+                                                        ValueError the part asks for (one class only)
 """
 from __future__ import annotations
 
@@ -11,119 +17,87 @@ import numpy as np
 
 from autograder.judges import Case, Part
 
-_EXTREMES = np.array([-1000.0, -745.0, -100.0, -30.0, -1.0, -1e-9, 0.0, 1e-9, 1.0, 30.0, 100.0, 745.0, 1000.0])
+# --- precision, recall, F1 ------------------------------------------------------------------------------------
+
+def _prf(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int):
+    K = int(num_classes)
+    precision, recall, f1 = np.zeros(K), np.zeros(K), np.zeros(K)
+    for k in range(K):
+        tp = np.sum((y_true == k) & (y_pred == k))
+        fp = np.sum((y_true != k) & (y_pred == k))
+        fn = np.sum((y_true == k) & (y_pred != k))
+        precision[k] = tp / (tp + fp) if tp + fp else 0.0
+        recall[k] = tp / (tp + fn) if tp + fn else 0.0
+        both = precision[k] + recall[k]
+        f1[k] = 2 * precision[k] * recall[k] / both if both else 0.0
+    return precision, recall, f1
 
 
-# --- references (float64, stable) ------------------------------------------------------------------------
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    e = np.exp(-np.abs(z))  # in (0, 1]: never overflows
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _softmax(Z: np.ndarray) -> np.ndarray:
-    E = np.exp(Z - Z.max(axis=1, keepdims=True))
-    return E / E.sum(axis=1, keepdims=True)
-
-
-def _binary_cross_entropy(z: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.asarray(np.mean(np.logaddexp(0.0, z) - y * z))  # log(1 + e^z) - y z
-
-
-def _cross_entropy_gradient(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> np.ndarray:
-    return X.T @ (_softmax(X @ W) - Y) / len(X)
-
-
-def _softmax_regression_step(X: np.ndarray, y: np.ndarray, W: np.ndarray, lr: float) -> np.ndarray:
-    Y = np.eye(W.shape[1])[y]
-    return W - lr * _cross_entropy_gradient(X, Y, W)
-
-
-def _accuracy(logits: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.asarray(np.mean(np.argmax(logits, axis=1) == y))
-
-
-# --- cases -----------------------------------------------------------------------------------------------
-
-def _sigmoid_cases(rng: np.random.Generator) -> list[Case]:
-    return [
-        (_EXTREMES.copy(),),
-        (rng.normal(size=1) * 5,),
-        (rng.normal(size=50) * 10,),
-        (rng.normal(size=(4, 7)) * 40,),  # any shape, elementwise
-        (rng.choice(_EXTREMES, size=(3, 5)) + rng.normal(size=(3, 5)),),
-    ]
-
-
-def _softmax_cases(rng: np.random.Generator) -> list[Case]:
-    huge_equal = np.full((2, 4), 1000.0)
-    huge_equal[1] = -1000.0
-    return [
-        (rng.normal(size=(1, 1)),),  # one row, one class: probability 1
-        (rng.normal(size=(1, 6)),),
-        (rng.normal(size=(8, 3)) * 3,),
-        (rng.normal(size=(20, 10)) * 1000,),  # huge logits both ways
-        (huge_equal,),  # all logits equal and huge: uniform rows
-        (np.column_stack([np.full(5, 1000.0), rng.normal(size=(5, 3))]),),  # one class far ahead
-    ]
-
-
-def _bce_cases(rng: np.random.Generator) -> list[Case]:
-    def labels(n: int) -> np.ndarray:
-        return rng.integers(0, 2, size=n).astype(np.float64)
-
-    confident = np.array([1000.0, -1000.0, 800.0, -745.0])
-    return [
-        (rng.normal(size=1), labels(1)),  # one example
-        (rng.normal(size=10) * 3, labels(10)),
-        (rng.normal(size=200) * 20, labels(200)),
-        (_EXTREMES.copy(), labels(len(_EXTREMES))),
-        (confident, (confident > 0).astype(np.float64)),  # confident and right: loss 0
-        (confident, (confident < 0).astype(np.float64)),  # confident and wrong: loss in the hundreds
-    ]
-
-
-def _problem(rng: np.random.Generator, n: int, d: int, k: int, scale: float = 1.0):
-    X = rng.normal(size=(n, d))
-    y = rng.integers(0, k, size=n)
-    W = rng.normal(size=(d, k)) * scale
-    return X, y, W
-
-
-# (n, d, K, weight scale): one row, one feature, one class, two classes, huge logits
-_SHAPES = [(1, 1, 1, 1.0), (1, 4, 3, 1.0), (6, 1, 4, 1.0), (9, 3, 2, 1.0), (30, 6, 10, 0.5), (12, 5, 4, 500.0)]
-
-
-def _gradient_cases(rng: np.random.Generator) -> list[Case]:
+def _prf_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for n, d, k, scale in _SHAPES:
-        X, y, W = _problem(rng, n, d, k, scale)
-        cases.append((X, np.eye(k)[y], W))
+    for n, K in [(1, 1), (1, 3), (10, 2), (50, 4), (200, 10), (30, 6)]:
+        y = rng.integers(0, K, size=n)
+        pred = np.where(rng.random(n) < 0.6, y, rng.integers(0, K, size=n))  # mostly right
+        cases.append((y, pred, K))
+    y = rng.integers(0, 3, size=40)  # classes 3 and 4 never present; 4 also never predicted
+    pred = np.where(rng.random(40) < 0.5, y, 3)
+    cases.append((y, pred, 5))
+    y = rng.integers(0, 3, size=25)
+    cases.append((y, np.where(y == 2, 0, y), 3))  # class 2 present but never predicted: recall 0, precision 0/0
+    y = rng.integers(0, 4, size=20)
+    cases.append((y, y.copy(), 4))  # perfect
+    cases.append((y, (y + 1) % 4, 4))  # all wrong
     return cases
 
 
-def _step_cases(rng: np.random.Generator) -> list[Case]:
-    lrs = [0.1, 0.5, 1.0, 0.05, 0.3, 0.01]
-    return [(*_problem(rng, n, d, k, scale), lr) for (n, d, k, scale), lr in zip(_SHAPES, lrs)]
+# --- top-k accuracy -------------------------------------------------------------------------------------------
+
+def _top_k(logits: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
+    hits = 0
+    for row, label in zip(logits, y.tolist()):
+        ahead = sum(1 for c, z in enumerate(row) if z > row[label] or (z == row[label] and c < label))
+        hits += ahead < k
+    return np.asarray(hits / len(y))
 
 
-def _accuracy_cases(rng: np.random.Generator) -> list[Case]:
+def _top_k_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for n, k in [(1, 1), (1, 5), (10, 3), (100, 10), (37, 2)]:
-        cases.append((rng.normal(size=(n, k)), rng.integers(0, k, size=n)))
-    logits = rng.normal(size=(8, 4))
-    cases.append((logits, np.argmax(logits, axis=1)))  # all right
-    cases.append((logits, (np.argmax(logits, axis=1) + 1) % 4))  # all wrong
+    for n, K, k in [(1, 1, 1), (1, 5, 2), (10, 3, 1), (40, 10, 3), (25, 6, 6), (15, 4, 9), (60, 8, 2)]:
+        cases.append((rng.normal(size=(n, K)), rng.integers(0, K, size=n), k))
+    for k in [1, 2, 3]:  # scores from a few integers: ties everywhere
+        cases.append((rng.integers(0, 3, size=(30, 5)).astype(np.float64), rng.integers(0, 5, size=30), k))
+    cases.append((np.zeros((4, 3)), np.array([0, 1, 2, 0]), 2))  # all tied: the lower classes win
+    cases.append((rng.normal(size=(12, 4)) * 1e300, rng.integers(0, 4, size=12), 2))  # huge scores
+    return cases
+
+
+# --- ROC AUC --------------------------------------------------------------------------------------------------
+
+def _auc(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
+    pos, neg = scores[y == 1], scores[y == 0]
+    if not len(pos) or not len(neg):
+        return np.asarray(-1.0)
+    wins = sum((p > q) + 0.5 * (p == q) for p in pos.tolist() for q in neg.tolist())
+    return np.asarray(wins / (len(pos) * len(neg)))
+
+
+def _auc_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for n in [2, 5, 40, 300]:
+        y = rng.integers(0, 2, size=n)
+        y[0], y[-1] = 0, 1  # both classes present
+        cases.append((rng.normal(size=n) + y, y))
+    y = rng.integers(0, 2, size=50)
+    cases.append((rng.integers(0, 3, size=50).astype(np.float64), y))  # ties
+    cases.append((np.full(6, 0.5), np.array([0, 1, 0, 1, 1, 0])))  # all tied: 1/2
+    cases.append((np.array([-1e308, 1e308, 0.0, -5.0]), np.array([0, 1, 1, 0])))  # extremes
+    cases.append((np.arange(8.0), (np.arange(8) < 4).astype(np.int64)))  # perfectly reversed: 0
+    cases.append((rng.normal(size=5), np.ones(5, dtype=np.int64)))  # one class only: the ValueError
     return cases
 
 
 PARTS = {
-    # relative accuracy: atol is below the smallest normal float64, so sigma(-100) = 3.7e-44 must be right too
-    "stable_sigmoid": Part(cases=_sigmoid_cases, reference=_sigmoid, rtol=1e-7, atol=1e-300),
-    "stable_softmax": Part(cases=_softmax_cases, reference=_softmax, rtol=1e-7, atol=1e-12),
-    "binary_cross_entropy": Part(cases=_bce_cases, reference=_binary_cross_entropy, rtol=1e-7, atol=1e-9),
-    "cross_entropy_gradient": Part(cases=_gradient_cases, reference=_cross_entropy_gradient, rtol=1e-6, atol=1e-9),
-    "softmax_regression_step": Part(cases=_step_cases, reference=_softmax_regression_step, rtol=1e-6, atol=1e-9),
-    "accuracy": Part(cases=_accuracy_cases, reference=_accuracy, rtol=0.0, atol=1e-12),
+    "precision_recall_f1": Part(cases=_prf_cases, reference=_prf, rtol=1e-12, atol=1e-12),
+    "top_k_accuracy": Part(cases=_top_k_cases, reference=_top_k, rtol=0.0, atol=1e-12),
+    "roc_auc": Part(cases=_auc_cases, reference=_auc, rtol=1e-12, atol=1e-12),
 }

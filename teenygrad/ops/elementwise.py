@@ -8,6 +8,7 @@ summed back down to its input's shape (`unbroadcast`, the gradient of broadcasti
 from __future__ import annotations
 
 from teenygrad import autograd
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import broadcast_shapes, broadcast_strides, coalesce, ints, prod
 from teenygrad.ops.buffers import Scalar, as_float, cast, new, result_dtype, scalar_tensor
@@ -74,6 +75,24 @@ def add_into(acc: Tensor, x: Tensor) -> None:
         KERNELS["add"](ints(shape), acc._buf, ints(sa), acc.offset, x._buf, ints(sx), x.offset, acc._buf)
 
 
+@exercise("06-tensor-autograd", "pow_backward")
+def pow_backward(ctx: autograd.Node, g: Tensor) -> tuple:
+    """out = a ** b, both tensors, broadcast: da = g b a^(b-1), db = g a^b log a (= g out log a), each summed
+    back to its input's shape; an input that needs no gradient gets None (ctx.needs)."""
+    da = ctx.needs[0] and unbroadcast(g * ctx.b * ctx.a ** (ctx.b - 1), ctx.a.shape)
+    db = ctx.needs[1] and unbroadcast(g * ctx.out * ctx.a.log(), ctx.b.shape)
+    return da, db
+
+
+@exercise("06-tensor-autograd", "maximum_backward")
+def maximum_backward(ctx: autograd.Node, g: Tensor) -> tuple:
+    """out = maximum(a, b), broadcast: g goes to the larger operand, to a on a tie (a >= b), summed back to
+    each input's shape."""
+    da = ctx.needs[0] and unbroadcast(g * (ctx.a >= ctx.b), ctx.a.shape)  # comparisons give 0/1 tensors
+    db = ctx.needs[1] and unbroadcast(g * (ctx.a < ctx.b), ctx.b.shape)
+    return da, db
+
+
 RULES = {
     # ---- unary: out = f(x);  dx = g * f'(x) -----------------------------------------------------------
     "neg": lambda ctx, g: (-g,),                                             # d(-x) = -1
@@ -94,8 +113,6 @@ RULES = {
                            ctx.needs[1] and unbroadcast(g * ctx.a, ctx.b.shape)),  # d(ab)/db = a
     "div": lambda ctx, g: (ctx.needs[0] and unbroadcast(g / ctx.b, ctx.a.shape),             # d(a/b)/da = 1/b
                            ctx.needs[1] and unbroadcast(-g * ctx.out / ctx.b, ctx.b.shape)),  # /db = -a/b^2
-    "pow": lambda ctx, g: (ctx.needs[0] and unbroadcast(g * ctx.b * ctx.a ** (ctx.b - 1), ctx.a.shape),  # b a^(b-1)
-                           ctx.needs[1] and unbroadcast(g * ctx.out * ctx.a.log(), ctx.b.shape)),       # a^b log a
-    "maximum": lambda ctx, g: (ctx.needs[0] and unbroadcast(g * (ctx.a >= ctx.b), ctx.a.shape),  # 1 where a wins,
-                               ctx.needs[1] and unbroadcast(g * (ctx.a < ctx.b), ctx.b.shape)),  # ties go to a
+    "pow": pow_backward,          # b a^(b-1), and a^b log a for the exponent
+    "maximum": maximum_backward,  # g to the larger operand, to a on a tie
 }

@@ -154,6 +154,12 @@ def inverse_permutation(dims: Sequence[int]) -> list[int]:
     return inv
 
 
+@exercise("06-tensor-autograd", "cat_backward")
+def cat_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, ...]:
+    """out = cat(tensors, axis): each input gets its own slice of g along ctx.axis, ctx.spans[i] = (start, size)."""
+    return tuple(g._narrow(ctx.axis, start, n) for start, n in ctx.spans)
+
+
 RULES = {
     # ---- views: move g back through the same index map ------------------------------------------------
     "reshape": lambda ctx, g: (g.reshape(ctx.shape),),         # same elements, old shape (also view, (un)squeeze)
@@ -165,5 +171,5 @@ RULES = {
     # ---- indexing and joining ------------------------------------------------------------------------------
     "gather": lambda ctx, g: (scatter_add(g, ctx.shape, ctx.axis, ctx.index),),        # repeats add up
     "index_select": lambda ctx, g: (index_add(g, ctx.shape, ctx.axis, ctx.index),),    # embedding grad
-    "cat": lambda ctx, g: tuple(g._narrow(ctx.axis, start, n) for start, n in ctx.spans),  # each its slice
+    "cat": cat_backward,                                       # each input its slice of g
 }

@@ -7,6 +7,7 @@ columns are the reduced ones, read with the input's own strides when they allow 
 from __future__ import annotations
 
 from teenygrad import autograd
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import coalesce, normalize_axes, normalize_axis, prod
 from teenygrad.ops.buffers import as_float, contiguous, detached, new
@@ -106,9 +107,11 @@ def _expand_back(g: Tensor, ctx: autograd.Node) -> Tensor:
     return g.reshape(tuple(1 if d in ctx.axes else n for d, n in enumerate(ctx.shape))).expand(ctx.shape)
 
 
-def _max_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
-    """The gradient goes to one position per reduced group: the *first* maximum in row-major order of the
-    reduced axes (argmax's tie rule), so ties never split or duplicate it."""
+@exercise("06-tensor-autograd", "max_backward")
+def max_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x.max(axes, keepdim): the gradient goes to one position per reduced group, the *first* maximum in
+    row-major order of the reduced axes (argmax's tie rule), so ties never split or duplicate it; 0 elsewhere.
+    Reads ctx.x, ctx.axes (sorted, non-negative), ctx.keepdim, ctx.shape; returns (dx,) of x's shape."""
     kept = [d for d in range(ctx.x.ndim) if d not in ctx.axes]
     kshape = tuple(ctx.shape[d] for d in kept)
     where = ctx.x.argmax(ctx.axes).reshape(*kshape, 1)  # flat position inside each reduced group
@@ -120,7 +123,7 @@ def _max_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
 RULES = {
     "sum": lambda ctx, g: (_expand_back(g, ctx),),             # every summed element gets g
     "mean": lambda ctx, g: (_expand_back(g * ctx.scale, ctx),),  # ... times 1/n
-    "max": _max_backward,                                      # g goes to the (first) argmax, 0 elsewhere
+    "max": max_backward,                                       # g goes to the (first) argmax, 0 elsewhere
     "softmax": lambda ctx, g: (softmax_backward("softmax", ctx.out, g, ctx.axis),),          # y (g - sum g y)
     "log_softmax": lambda ctx, g: (softmax_backward("log_softmax", ctx.out, g, ctx.axis),),  # g - e^y sum g
 }
