@@ -3,8 +3,8 @@
 The package is complete: it is the book's answer to every exercise. A function an exercise asks for is marked
 where it is defined, so a reader sees which part of which exercise it is:
 
-    @exercise("06-tensor-autograd", "unbroadcast")
-    def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    @exercise("06-tensor-autograd", "max_backward")
+    def max_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
         ...
 
 Three things follow from that one mark.
