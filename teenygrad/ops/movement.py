@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from teenygrad import autograd
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import normalize_axis, prod
 from teenygrad.ops.buffers import contiguous, copy_into, new, result_dtype
