@@ -47,7 +47,7 @@ def _check_training(case: Case, outputs: tuple) -> str | None:
 # ---- kaiming ------------------------------------------------------------------------------------------------
 
 def _kaiming_cases(rng: np.random.Generator) -> list[Case]:
-    shapes = [(400, 300), (64, 3, 7, 7), (100, 500, 1), (30, 2000), (2000, 30)]
+    shapes = [(400, 300), (256, 3, 7, 7), (100, 500, 1), (30, 2000), (2000, 30)]
     cases = []
     for i, shape in enumerate(shapes):
         for kind in ("uniform", "normal"):
