@@ -182,6 +182,11 @@ def _check_filter(name: str, reference, case: Case, got: tuple) -> str | None:
     if len(got) != 2:
         return f"expected the filtered logits and the draws, got {len(got)} outputs"
     want = reference(np.asarray(logits, np.float64), arg)
+    kept = np.isfinite(np.asarray(got[0], np.float64))
+    if kept.shape == want.shape and not np.array_equal(kept, np.isfinite(want)):
+        i = int(np.argmax((kept != np.isfinite(want)).any(axis=1)))
+        return (f"{name}(logits of shape {np.shape(logits)}, {arg!r}), row {i}: kept ids "
+                f"{np.flatnonzero(kept[i]).tolist()}, expected {np.flatnonzero(np.isfinite(want[i])).tolist()}")
     why = _compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
     if why:
         return f"{name}(logits of shape {np.shape(logits)}, {arg!r}): {why}"
