@@ -12,6 +12,7 @@ from typing import ContextManager
 import numpy as np
 
 from teenygrad._swap import swapped
+from teenygrad.edition import exercise
 from teenygrad.kernels.elementwise import GELU_A, GELU_K
 from teenygrad.ops.fused import cached_attention, causal_self_attention, layer_norm, linear, rms_norm
 from teenygrad.tensor import Tensor, rand
@@ -68,6 +69,7 @@ def _causal_mask(tq: int, tk: int, dtype: np.dtype) -> Tensor:
     return _MASKS[key]
 
 
+@exercise("09-gpt", "cached_attention")
 def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     """softmax(q k^T / sqrt(hs) + causal mask) v.   q (..., Tq, hs), k and v (..., Tk, hs) -> (..., Tq, hs).
 

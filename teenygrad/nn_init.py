@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from teenygrad import autograd
+from teenygrad.edition import exercise
 from teenygrad.ops.buffers import copy_into
 from teenygrad.tensor import Tensor, full, rand, randn
 
@@ -83,12 +84,14 @@ def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+@exercise("07-neural-nets", "kaiming")
 def kaiming_uniform_(t: Tensor, nonlinearity: str = "relu") -> Tensor:
     """uniform(-a, a) with a = gain * sqrt(3 / fan_in)."""
     a = calculate_gain(nonlinearity) * math.sqrt(3.0 / _fans(t)[0])
     return uniform_(t, -a, a)
 
 
+@exercise("07-neural-nets", "kaiming")
 def kaiming_normal_(t: Tensor, nonlinearity: str = "relu") -> Tensor:
     """normal(0, std^2) with std = gain / sqrt(fan_in)."""
     return normal_(t, 0.0, calculate_gain(nonlinearity) / math.sqrt(_fans(t)[0]))

@@ -9,7 +9,8 @@
         optim.clip_grad_norm(model.parameters(), 1.0)            # optional
         opt.step()
 
-Each step calls one fused kernel per parameter (`teenygrad/kernels/optim.py`) that updates the
+Each step calls one fused kernel per parameter (`teenygrad/kernels/optim.py`; Adam's is inside `adam_update`,
+a piece of exercise 7, like `clip_grad_norm`) that updates the
 parameter's buffer in place, so the Tensor objects (and anything holding them: the model, the optimizer)
 stay the same. The write goes to the buffer directly, not through `t[...] = v`, so it does not bump the
 autograd version counter: the update happens after backward, and the next forward builds a new graph.
@@ -22,7 +23,9 @@ from typing import Iterable
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
+from teenygrad.kernels.jit import kernel
 from teenygrad.ops.buffers import contiguous
 from teenygrad.tensor import Tensor, float32, float64
 
@@ -120,10 +123,9 @@ class Adam(Optimizer):
         self.t: dict[int, int] = {}  # steps taken by each parameter (one skipped in a step is not counted)
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
-        b1, b2 = self.betas
         t = self.t[i] = self.t.get(i, 0) + 1
-        KERNELS["adam"](p, g, self._state(self.m, i), self._state(self.v, i), self.lr, b1, b2, self.eps,
-               self.weight_decay, self.decoupled, 1.0 - b1 ** t, 1.0 - b2 ** t)
+        adam_update(p, g, self._state(self.m, i), self._state(self.v, i), self.lr, self.betas[0], self.betas[1],
+                    self.eps, self.weight_decay, self.decoupled, t)
 
 
 class AdamW(Adam):
@@ -136,6 +138,39 @@ class AdamW(Adam):
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
+_COMPILED: dict[str, object] = {}  # adam_update's kernel, compiled on its first call
+
+
+@exercise("07-neural-nets", "adam_update")
+def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, beta1: float,
+                beta2: float, eps: float, weight_decay: float, decoupled: bool, t: int) -> None:
+    """Step t (1, 2, ...) of Adam (decoupled=False, L2 weight decay) or AdamW (decoupled=True) for one
+    parameter, in place: p (the parameter), g (its gradient), m and v (the running averages, zeros before
+    step 1) are contiguous 1-D numpy buffers of one dtype; p, m and v are updated, g is left as it is.
+    Returns None."""
+    run = _COMPILED.get("adam")
+    if run is None:  # the kernel is defined here, so nothing else in the package computes this piece
+        @kernel(numpy_errors=True)  # no zero-divisor check per element: the loop vectorises (about 9x faster)
+        def adam_kernel(p, g, m, v, step, inv_root_bias2, shrink, l2, beta1, beta2, eps):
+            """m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / bias1) / (sqrt(v / bias2) + eps),
+            with the scalars folded before the loop (PyTorch's arrangement): one sqrt and one division."""
+            for i in range(p.size):
+                pi = p[i]
+                gi = g[i] + l2 * pi
+                mi = beta1 * m[i] + (1.0 - beta1) * gi
+                vi = beta2 * v[i] + (1.0 - beta2) * gi * gi
+                m[i] = mi
+                v[i] = vi
+                p[i] = pi * shrink - step * mi / (math.sqrt(vi) * inv_root_bias2 + eps)
+        run = _COMPILED["adam"] = adam_kernel
+    # Adam (L2) adds wd * p to the gradient, so its decay is divided by sqrt(v) like the gradient; AdamW
+    # shrinks p by lr * wd first, the same for every element. The choice becomes two numbers: no branch.
+    shrink = 1.0 - lr * weight_decay if decoupled else 1.0
+    l2 = 0.0 if decoupled else weight_decay
+    bias1, bias2 = 1.0 - beta1 ** t, 1.0 - beta2 ** t
+    run(p, g, m, v, lr / bias1, 1.0 / math.sqrt(bias2), shrink, l2, beta1, beta2, eps)
 
 
 # ---- learning-rate schedules ---------------------------------------------------------------------------------
@@ -184,6 +219,7 @@ class Schedule:
 
 # ---- gradient clipping -------------------------------------------------------------------------------------
 
+@exercise("07-neural-nets", "clip_grad_norm")
 def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     """Scale all gradients together so that their joint L2 norm sqrt(sum of every g_i^2) is at most
     max_norm; returns the norm before clipping. The direction of the step is kept, only its length is

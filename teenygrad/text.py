@@ -4,7 +4,8 @@ A character-level language model predicts the next symbol from the ones before i
 those models share: a vocabulary that maps symbols to integer ids and back (`Vocab`), the training pairs
 (context window -> next id) cut from a list of words (`windows`), a seeded train/dev/test split of the words
 (`split`), the bigram count matrix (`bigram_counts`), and drawing from a model one symbol at a time with a
-temperature (`draw`, `sample`). numpy prepares data; the arithmetic runs in teenygrad's Tensor ops.
+temperature, optionally only among the k likeliest ids or the nucleus of probability p (`draw`, `sample`).
+numpy prepares data; the arithmetic runs in teenygrad's Tensor ops.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import numpy as np
 
 from teenygrad.autograd import no_grad
 from teenygrad.classification import one_hot
-from teenygrad.tensor import Tensor, float32, int64, tensor
+from teenygrad.edition import exercise
+from teenygrad.tensor import Tensor, arange, float32, int64, tensor
 
-__all__ = ["BOUNDARY", "Vocab", "windows", "split", "bigram_counts", "draw", "sample"]
+__all__ = ["BOUNDARY", "Vocab", "windows", "split", "bigram_counts", "top_k_logits", "top_p_logits", "draw", "sample"]
 
 BOUNDARY = "."  # marks both the start and the end of a word: one symbol, id 0
 
@@ -99,21 +101,63 @@ def bigram_counts(first: np.ndarray | Tensor, second: np.ndarray | Tensor, num: 
     return one_hot(first, num).T @ one_hot(second, num)  # chapter 4's one_hot
 
 
-def draw(logits: Tensor, u: Tensor | np.ndarray, temperature: float = 1.0) -> Tensor:
+@exercise("08-language-models", "top_k_logits")
+def top_k_logits(logits: Tensor, k: int) -> Tensor:
+    """Top-k filtering: `logits` (n, V) with every entry that is not among the k largest of its row set to
+    -inf (a new Tensor of logits' shape and dtype; the kept entries unchanged). An entry is kept when fewer
+    than k entries of its row are strictly larger, so ties with the k-th largest are all kept; k >= V keeps
+    everything. k must be an integer >= 1 (ValueError otherwise)."""
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"top_k_logits: k must be an integer >= 1, got {k!r}")
+    larger = (logits.unsqueeze(1) > logits.unsqueeze(2)).sum(axis=2)  # [i, j]: entries of row i above z_ij
+    keep = (larger < int(k)).to(logits.dtype)
+    return logits + keep.log()  # log 1 = 0 keeps a logit, log 0 = -inf drops it
+
+
+@exercise("08-language-models", "top_p_logits")
+def top_p_logits(logits: Tensor, top_p: float) -> Tensor:
+    """Nucleus (top-p) filtering: `logits` (n, V) with every entry outside its row's nucleus set to -inf (a new
+    Tensor of logits' shape and dtype; the kept entries unchanged). With p = softmax(row), id j is in the
+    nucleus when the ids strictly more likely than j have a total probability below top_p: the nucleus is the
+    smallest set of most likely ids whose probability reaches top_p (ties with its least likely id kept too,
+    the most likely id always). top_p must be in (0, 1] (ValueError otherwise); 1 keeps every id."""
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p_logits: top_p must be in (0, 1], got {top_p!r}")
+    p = logits.softmax(-1)
+    above = (logits.unsqueeze(1) > logits.unsqueeze(2)).to(p.dtype)  # [i, j, l]: is z_il > z_ij
+    mass_above = (above * p.unsqueeze(1)).sum(axis=2)                # [i, j]: probability of the ids above j
+    keep = (mass_above < top_p).to(logits.dtype)
+    return logits + keep.log()
+
+
+def draw(logits: Tensor, u: Tensor | np.ndarray, temperature: float = 1.0, top_k: int | None = None,
+         top_p: float | None = None) -> Tensor:
     """One id per row of `logits` (n, V), by the inverse CDF: with p = softmax(logits / temperature) and the
     cumulative sums c_k = p_0 + ... + p_k, row i gets the smallest k with u_i < c_k, for u_i uniform in [0, 1).
+    With top_k and/or top_p, the scaled logits are filtered first (`top_k_logits`, then `top_p_logits`): ids
+    outside get probability 0 and are never drawn.
 
     Counting the c_k (k < V - 1) that are <= u_i gives that k, and never more than V - 1, even if rounding
-    leaves c_{V-1} a hair below u_i. Temperature < 1 sharpens the distribution, > 1 flattens it.
+    leaves c_{V-1} a hair below u_i; with filtering, the count stops before the row's last id of probability
+    > 0, for the same reason. Temperature < 1 sharpens the distribution, > 1 flattens it.
     """
     if temperature <= 0:
         raise ValueError(f"draw: temperature must be positive, got {temperature}")
-    p = (logits.to(float32) * (1.0 / temperature)).softmax(-1)
+    z = logits.to(float32) * (1.0 / temperature)
+    if top_k is not None:
+        z = top_k_logits(z, top_k)
+    if top_p is not None:
+        z = top_p_logits(z, top_p)
+    p = z.softmax(-1)
     V = p.shape[-1]
     upper = tensor(np.triu(np.ones((V, V), dtype=np.float32)))  # c = p @ upper: c_k = sum_{j <= k} p_j
-    c = (p @ upper)[:, :V - 1]
     u = u if isinstance(u, Tensor) else tensor(np.asarray(u, dtype=np.float32))
-    return (c <= u.to(float32).reshape(-1, 1)).sum(axis=1).to(int64)
+    below = (p @ upper <= u.to(float32).reshape(-1, 1)).to(float32)
+    if top_k is None and top_p is None:
+        return below[:, :V - 1].sum(axis=1).to(int64)
+    ids = arange(V).to(float32)
+    last = ((p > 0).to(float32) * ids).max(axis=1, keepdim=True)  # the row's last id that can be drawn
+    return (below * (ids < last).to(float32)).sum(axis=1).to(int64)
 
 
 @no_grad()

@@ -11,25 +11,26 @@ import pytest
 
 import teenygrad as tg
 from autograder.judges.gpt import (
-    BLOCK_KEYS,
     PARTS,
     TRAIN_HIGH,
     TRAIN_STEPS,
     _check_training,
+    attention_backward_np,
     attention_np,
-    gpt_block_np,
-    layer_norm_backward_np,
-    layer_norm_np,
+    cached_attention_np,
+    rms_norm_backward_np,
 )
 from teenygrad import functional as F
 from teenygrad.gpt import GPT, GPTConfig
 from teenygrad.grading import GRADING_DIR_ENV
 
 from conftest import REPO, book_figures, executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
+from installing import pieces_from
 
 CHAPTER = REPO / "chapters" / "09-gpt.ipynb"
 SOLUTIONS = REPO / "solutions" / "09-gpt.ipynb"
-POINTS = {"causal_attention": 2, "layer_norm_backward": 2, "gpt_block": 2}
+ASSIGNMENT = "09-gpt"
+POINTS = {"rms_norm_backward": 3, "attention_backward": 4, "cached_attention": 3}
 NAMES_CFG = GPTConfig(vocab_size=27, block_size=16, n_layer=1, n_head=4, n_embd=16, norm="rms", norm_weights=False,
                       act="relu", bias=False, tie_weights=False, init_std=0.08)
 
@@ -57,55 +58,83 @@ def test_attention_reference_is_causal_and_offset_for_a_cache():
     np.testing.assert_allclose(attention_np(q[4:], k, v), full[4:])
 
 
+def _numeric_gradient(f, x: np.ndarray, g: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """d sum(g * f(x)) / dx by central differences, float64."""
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        saved = x[i]
+        x[i] = saved + h
+        up = np.sum(g * f(x))
+        x[i] = saved - h
+        down = np.sum(g * f(x))
+        x[i] = saved
+        out[i] = (up - down) / (2 * h)
+    return out
+
+
 @pytest.mark.parametrize("shape", [(1, 4), (5, 8), (2, 3, 6), (4, 1), (3, 2)])
-def test_layer_norm_reference_matches_teenygrad_and_finite_differences(shape):
-    rng = np.random.default_rng(len(shape) * 10 + shape[-1])
-    x, w, b, g = rng.normal(size=shape) * 2 + 1, rng.normal(size=shape[-1]), rng.normal(size=shape[-1]), rng.normal(size=shape)
-    want = layer_norm_backward_np(x, w, b, g)
-    np.testing.assert_allclose(layer_norm_np(x, w, b), F.layer_norm_unfused(tg.tensor(x), tg.tensor(w), tg.tensor(b)).numpy(),
-                               rtol=1e-10, atol=1e-10)
-    for ln in (F.layer_norm, F.layer_norm_unfused):  # the fused rule and autograd through the composed ops
-        X, W, B = (tg.tensor(a).requires_grad_() for a in (x, w, b))
-        ln(X, W, B).backward(tg.tensor(g))
-        for got, ref in zip((X.grad, W.grad, B.grad), want):
-            np.testing.assert_allclose(got.numpy(), ref, rtol=1e-8, atol=1e-10)
-    for arr, ref in zip((x, w, b), want):
-        numeric = np.zeros_like(arr)
-        for i in np.ndindex(arr.shape):
-            saved = arr[i]
-            arr[i] = saved + 1e-6
-            up = np.sum(g * layer_norm_np(x, w, b))
-            arr[i] = saved - 1e-6
-            numeric[i] = (up - np.sum(g * layer_norm_np(x, w, b))) / 2e-6
-            arr[i] = saved
-        np.testing.assert_allclose(ref, numeric, rtol=1e-5, atol=1e-6)
+def test_rms_norm_reference_matches_teenygrad_and_finite_differences(shape):
+    rng = np.random.default_rng(sum(shape))
+    x, w, g = rng.normal(size=shape) * 2 + 0.3, rng.normal(size=shape[-1]), rng.normal(size=shape)
+    dx, dw = rms_norm_backward_np(x, w, g)
+    rms = lambda x_, w_: x_ / np.sqrt((x_ * x_).mean(-1, keepdims=True) + 1e-5) * w_  # noqa: E731
+    np.testing.assert_allclose(dx, _numeric_gradient(lambda a: rms(a, w), x.copy(), g), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dw, _numeric_gradient(lambda a: rms(x, a), w.copy(), g), rtol=1e-6, atol=1e-7)
+    X, W = tg.tensor(x, requires_grad=True), tg.tensor(w, requires_grad=True)
+    F.rms_norm(X, W).backward(tg.tensor(g))  # teenygrad's own rule
+    np.testing.assert_allclose(X.grad.numpy(), dx, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(W.grad.numpy(), dw, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("B, T, C, nh", [(1, 1, 4, 1), (2, 5, 8, 2), (1, 6, 16, 4)])
-def test_block_reference_matches_teenygrads_block(B, T, C, nh):
-    rng = np.random.default_rng(C)
-    model = GPT(GPTConfig(vocab_size=5, block_size=T, n_layer=1, n_head=nh, n_embd=C)).to(tg.float64)
-    model.load_state_dict({name: rng.normal(scale=0.4, size=p.shape) for name, p in model.state_dict().items()})
-    blk = model.blocks[0]
-    layers = [blk.norm1, blk.attn.qkv, blk.attn.proj, blk.norm2, blk.mlp.fc, blk.mlp.proj]
-    weights = [t.numpy() for layer in layers for t in (layer.weight, layer.bias)]
-    assert len(weights) == len(BLOCK_KEYS)
-    x = rng.normal(size=(B, T, C))
-    np.testing.assert_allclose(gpt_block_np(x, *weights, nh), blk(tg.tensor(x)).numpy(), rtol=1e-9, atol=1e-10)
+@pytest.mark.parametrize("B, T, C, nh", [(1, 1, 4, 1), (2, 5, 8, 2), (1, 4, 3, 3), (1, 6, 16, 4)])
+def test_attention_backward_reference_matches_teenygrad_and_finite_differences(B, T, C, nh):
+    rng = np.random.default_rng(T * C)
+    qkv, g = rng.normal(size=(B, T, 3 * C)), rng.normal(size=(B, T, C))
+
+    def forward(a):
+        y = attention_np(*(a[:, :, i * C:(i + 1) * C].reshape(B, T, nh, C // nh).transpose(0, 2, 1, 3)
+                           for i in range(3)))
+        return y.transpose(0, 2, 1, 3).reshape(B, T, C)
+
+    want = attention_backward_np(qkv, nh, g)
+    np.testing.assert_allclose(want, _numeric_gradient(forward, qkv.copy(), g), rtol=1e-6, atol=1e-7)
+    QKV = tg.tensor(qkv, requires_grad=True)
+    F.causal_self_attention(QKV, nh).backward(tg.tensor(g))  # teenygrad's own rule
+    np.testing.assert_allclose(QKV.grad.numpy(), want, rtol=1e-9, atol=1e-11)
+
+
+def test_cached_attention_reference_matches_teenygrad():
+    rng = np.random.default_rng(9)
+    for case in PARTS["cached_attention"].cases(rng):
+        if len(case) != 5:
+            continue
+        qkv, kc, vc, start, nh = case
+        kc2, vc2 = kc.copy(), vc.copy()
+        if start + qkv.shape[1] > kc.shape[2]:
+            with pytest.raises(ValueError), tg.no_grad():
+                F.cached_attention(tg.tensor(qkv), kc2, vc2, start, nh)
+            continue
+        with tg.no_grad():
+            y = F.cached_attention(tg.tensor(qkv), kc2, vc2, start, nh)
+        for got, want in zip((y.numpy(), kc2, vc2), cached_attention_np(qkv, kc, vc, start, nh)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert PARTS["cached_attention"].check(case, (y.numpy(), kc2, vc2)) is None
 
 
 def test_cases_cover_the_edge_cases():
     rng = np.random.default_rng(0)
-    for name, part in PARTS.items():
-        cases = part.cases(rng)
-        assert len(cases[-1]) == 2 and cases[-1][1] == TRAIN_STEPS and all(len(c) > 2 for c in cases[:-1]), name
-    att = PARTS["causal_attention"].cases(rng)[:-1]
-    assert any(q.shape[-2] == 1 for q, _, _ in att) and any(k.shape[-2] > q.shape[-2] for q, k, _ in att)
-    assert any(q.ndim == 2 for q, _, _ in att) and any(q.ndim == 4 for q, _, _ in att) and any(q.shape[-1] == 1 for q, _, _ in att)
-    ln = PARTS["layer_norm_backward"].cases(rng)[:-1]
-    assert any(x.shape[-1] == 1 for x, *_ in ln) and any(x.ndim >= 3 for x, *_ in ln) and any(x.shape[0] == 1 for x, *_ in ln)
-    blocks = PARTS["gpt_block"].cases(rng)[:-1]
-    assert any(c[0].shape[1] == 1 for c in blocks) and any(c[-1] == 1 for c in blocks) and any(c[-1] == 4 for c in blocks)
+    rms = PARTS["rms_norm_backward"].cases(rng)
+    assert any(c[0].shape[-1] == 1 for c in rms[:-1]) and any(c[3] for c in rms[:-1]) and len(rms[-1]) == 2
+    att = PARTS["attention_backward"].cases(rng)
+    assert any(c[0].shape[1] == 1 for c in att[:-1]) and any(c[0].shape[2] // 3 == c[1] for c in att[:-1])  # hs 1
+    assert any(c[3] for c in att[:-1]) and len(att[-1]) == 2
+    cached = PARTS["cached_attention"].cases(rng)
+    kv = [c for c in cached if len(c) == 5]
+    assert any(c[3] == 0 for c in kv) and any(c[3] > 0 and c[0].shape[1] > 1 for c in kv)
+    assert any(c[3] + c[0].shape[1] > c[1].shape[2] for c in kv)  # the cache overflows: ValueError
+    assert any(c[3] + c[0].shape[1] == c[1].shape[2] for c in kv)  # exactly full
+    assert any(len(c) == 3 and c[1].shape[-2] > c[0].shape[-2] for c in cached)  # more keys than queries
+    assert sum(len(c) == 2 for c in cached) == 2
 
 
 # --- the solutions notebook against the judge -----------------------------------------------------------------
@@ -113,57 +142,65 @@ def test_cases_cover_the_edge_cases():
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
-    for part, (points, hidden) in tests.items():
+    for part, (points, _) in tests.items():
         assert points == POINTS[part]
-        head = solutions[part][:solutions[part].index("### BEGIN SOLUTION")]
-        assert f"def {part}(" in head
-        for other in set(PARTS) - {part}:  # each part is graded on its own
-            assert f"{other}(" not in solutions[part].replace(f"def {part}(", "")
-            assert f"{other}(" not in hidden.replace(f"def run_{part}(", "")
-        for banned in ("F.", "causal_self_attention", "layer_norm(", "GPT(", "nn."):  # no package shortcuts
-            assert banned not in solutions[part].replace(f"def {part}(", ""), (part, banned)
+
+
+@pytest.fixture
+def grading_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    return tmp_path
 
 
 @pytest.mark.parametrize("seed", [0])
-def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+def test_solution_code_passes_the_judge(seed, grading_dir, capsys):
     namespace, hidden = notebook_namespace(SOLUTIONS)
-    assert run_hidden(PARTS, namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
+    with pieces_from(namespace, ASSIGNMENT):
+        assert run_hidden(PARTS, namespace, hidden, PARTS, grading_dir, seed) == {part: None for part in PARTS}
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
-    "attention without the 1/sqrt(hs) scale": ("causal_attention", "* (1.0 / np.sqrt(hs))", "* 1.0"),
-    "attention's mask ignores the offset of a cache": ("causal_attention", "k=tk - tq + 1", "k=1"),
-    "layer norm's dx without the projection term": ("layer_norm_backward",
-                                                    "- xhat * (dxhat * xhat).mean(-1, keepdim=True))", ")"),
-    "layer norm's dw from x instead of x-hat": ("layer_norm_backward", "(g2 * xhat).sum(0)", "(g2 * x).sum(0)"),
-    "block without the attention's residual": ("gpt_block", "x = x + (y @ p[\"proj_w\"].T + p[\"proj_b\"])",
-                                               "x = y @ p[\"proj_w\"].T + p[\"proj_b\"]"),
-    "block with a ReLU for the GELU": ("gpt_block", "+ p[\"fc_b\"]).gelu()", "+ p[\"fc_b\"]).relu()"),
-    "block mixes the heads up (transposes to (B, T, hs, nh))": ("gpt_block", ".reshape(B, T, n_head, hs).transpose(1, 2)",
-                                                                 ".reshape(B, T, hs, n_head).permute(0, 3, 1, 2)"),
+    "RMS norm's dx without the projection term": ("rms_norm_backward",
+                                                  "dx = rstd * (gh - xhat * (gh * xhat).mean(-1, keepdim=True))",
+                                                  "dx = rstd * gh"),
+    "RMS norm's dx with layer norm's centring": ("rms_norm_backward", "dx = rstd * (gh - xhat",
+                                                 "dx = rstd * (gh - gh.mean(-1, keepdim=True) - xhat"),
+    "RMS norm's dw from x instead of x-hat": ("rms_norm_backward", "(g2 * xhat).sum(0)", "(g2 * x).sum(0)"),
+    "attention backward without the softmax's row term": ("attention_backward",
+                                                          "dS = P * (dP - (dP * P).sum(-1, keepdim=True))",
+                                                          "dS = P * dP"),
+    "attention backward without 1/sqrt(hs)": ("attention_backward", " * (1.0 / math.sqrt(hs))", ""),
+    "attention backward swaps dq and dk": ("attention_backward", "for t in (dq, dk, dv)", "for t in (dk, dq, dv)"),
+    "attention backward's dv from P, not P^T": ("attention_backward", "dv = P.transpose(-1, -2) @ gy", "dv = P @ gy"),
+    "cache written one position late": ("cached_attention", "k_cache[:, :, start:start + T] = heads(1)",
+                                        "k_cache[:, :, start + 1:start + T + 1] = heads(1)[:, :, :k_cache.shape[2] - start - 1]"),
+    "each new query sees only the cache before it": ("cached_attention", "tg.tensor(k_cache[:, :, :start + T])",
+                                                     "tg.tensor(k_cache[:, :, :start + T])[:, :, :max(start, 1)]"),
+    "causal mask not offset for a cache": ("cached_attention", "k=tk - tq + 1", "k=1"),
 }
 
 
 @pytest.mark.parametrize("mistake", list(WRONG))
-def test_judge_rejects_wrong_parts(mistake, tmp_path, monkeypatch, capsys):
+def test_judge_rejects_wrong_parts(mistake, grading_dir, capsys):
     part, old, new = WRONG[mistake]
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
     namespace, hidden = notebook_namespace(SOLUTIONS, replacing(part, old, new))
-    verdicts = run_hidden(PARTS, namespace, hidden, [part], tmp_path, seed=5)
+    with pieces_from(namespace, ASSIGNMENT, [part]):
+        verdicts = run_hidden(PARTS, namespace, hidden, [part], grading_dir, seed=5)
     assert verdicts[part] is not None, mistake
 
 
 def test_training_check():
     """A correct run passes; a run that does not learn, or blows up, or has the wrong length, does not."""
     namespace, _ = notebook_namespace(SOLUTIONS)
-    right = namespace["train_tiny_gpt"](0, TRAIN_STEPS, attention=namespace["causal_attention"])
+    right = namespace["train_tiny_gpt"](0, TRAIN_STEPS)
     assert right[-20:].mean() < TRAIN_HIGH - 0.1 and _check_training((0, TRAIN_STEPS), (right,)) is None
+    rms = namespace["train_rms_mlp"](0, TRAIN_STEPS)
+    assert rms[-20:].mean() < TRAIN_HIGH - 0.1 and _check_training((0, TRAIN_STEPS), (rms,)) is None
     flat = np.full(TRAIN_STEPS, right[0])
     assert "only fell" in _check_training((0, TRAIN_STEPS), (flat,))
-    assert "nan" in _check_training((0, TRAIN_STEPS), (np.r_[right[:-1], np.nan],))
-    assert "losses" in _check_training((0, TRAIN_STEPS), (right[:-1],))
-    assert "starts" in _check_training((0, TRAIN_STEPS), (right - 1.0,))
+    assert "finite" in _check_training((0, TRAIN_STEPS), (np.r_[right[:-1], np.nan],))
+    assert "finite" in _check_training((0, TRAIN_STEPS), (right[:-1],))
+    assert "started" in _check_training((0, TRAIN_STEPS), (right - 1.0,))
 
 
 # --- the chapter ------------------------------------------------------------------------------------------------

@@ -1,18 +1,21 @@
-"""Judge for assignment 09-gpt: attention and a GPT block in teenygrad (exercises/09-gpt.ipynb).
+"""Judge for assignment 09-gpt: the GPT's fused backward passes and its KV cache (exercises/09-gpt.ipynb).
 
-The learner writes causal self-attention (`causal_attention`), the backward rule of layer normalisation
-(`layer_norm_backward`) and one pre-norm GPT block (`gpt_block`). The hidden tests call them on the inputs
-below (as float64 teenygrad tensors) and report the results; this judge computes the same in numpy float64.
+The learner writes three pieces of teenygrad: the backward rules of the fused ops "rms_norm" and "attention"
+(`ops.fused.rms_norm_backward`, `ops.fused.attention_backward`) and attention against a KV cache
+(`ops.fused.cached_attention`, with `functional.causal_attention`). The hidden tests install them, run
+teenygrad on the inputs below and report what it computed; this judge computes the same in numpy float64.
 
-Value cases
-  causal_attention     (q, k, v)               q (..., Tq, hs), k and v (..., Tk, hs), Tk >= Tq
-                                                -> softmax(q k^T / sqrt(hs) + causal mask) v
-  layer_norm_backward  (x, w, b, g)            y = F.layer_norm(x, w, b), y.backward(g) with the learner's
-                                                rule -> (dx, dw, db)
-  gpt_block            (x, 12 weights, n_head)  the weights in the order of BLOCK_KEYS -> the block's output
-Training cases (two arguments): (seed, steps). The hidden tests train a one-layer GPT on the names for
-`steps` steps with the learner's part in charge (its attention, its rule, or its block) and report the loss
-of every step. The run must start near ln 27 and its last LAST steps must average at most TRAIN_HIGH.
+  rms_norm_backward   (x, w, g, transposed)       F.rms_norm(x, w).backward(g) -> (x.grad, w.grad)
+  attention_backward  (qkv, n_head, g, transposed) F.causal_self_attention(qkv, n_head).backward(g) -> qkv.grad
+                      (transposed: g handed over as a non-contiguous view)
+  cached_attention    (q, k, v)                    F.causal_attention -> softmax(q k^T / sqrt(hs) + mask) v
+                      (qkv, k_cache, v_cache, start, n_head)
+                                                   F.cached_attention, float32 -> (y, k_cache, v_cache) after the
+                                                   call; 1 when start + T exceeds the cache (ValueError expected)
+                      (seed, tokens)               GPT.generate with and without the cache: the same tokens
+Training cases (seed, steps) of the two backward rules: a small model trained with the learner's rule in charge
+(an RMSNorm MLP language model; the one-layer GPT of the names); the loss must start near ln 27 and its last
+LAST steps average at most TRAIN_HIGH.
 """
 from __future__ import annotations
 
@@ -22,136 +25,159 @@ import numpy as np
 
 from autograder.judges import Case, Part, _compare
 
-BLOCK_KEYS = ["ln1_w", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b", "ln2_w", "ln2_b", "fc_w", "fc_b", "fc2_w",
-              "fc2_b"]
 TRAIN_STEPS, LAST = 150, 20
-TRAIN_HIGH = 2.75                      # a correct run ends near 2.5 (2.47 to 2.53 over seeds 0 to 3)
+TRAIN_HIGH = 2.75                      # correct runs end near 2.4-2.5
 START_LOW, START_HIGH = 3.1, 3.6       # ln 27 = 3.30: a fresh model guesses uniformly
 EPS = 1e-5
+FLOAT64 = Part(cases=lambda rng: [], rtol=1e-7, atol=1e-9)
+FLOAT32 = Part(cases=lambda rng: [], rtol=1e-4, atol=1e-5)
 
 
-# ---- numpy references -----------------------------------------------------------------------------------------
+def _training_case(rng: np.random.Generator) -> Case:
+    return int(rng.integers(0, 1000)), TRAIN_STEPS
+
+
+def _check_training(case: Case, got: tuple) -> str | None:
+    losses = np.asarray(got[0], dtype=np.float64).reshape(-1)
+    if losses.shape != (case[1],) or not np.all(np.isfinite(losses)):
+        return f"a training run must report {case[1]} finite losses"
+    if not START_LOW <= losses[0] <= START_HIGH:
+        return f"a training run started at loss {losses[0]:.3f}, expected about ln 27 = 3.30"
+    end = losses[-LAST:].mean()
+    if end > TRAIN_HIGH:
+        return f"in a training run the loss only fell to {end:.3f} (expected at most {TRAIN_HIGH})"
+    return None
+
+
+# ---- numpy references -------------------------------------------------------------------------------------------
+
+def rms_norm_backward_np(x, w, g) -> tuple[np.ndarray, np.ndarray]:
+    C = x.shape[-1]
+    x2, g2 = x.reshape(-1, C), g.reshape(-1, C)
+    rstd = 1.0 / np.sqrt((x2 * x2).mean(-1, keepdims=True) + EPS)
+    xhat = x2 * rstd
+    gh = g2 * w
+    dx = rstd * (gh - xhat * (gh * xhat).mean(-1, keepdims=True))
+    return dx.reshape(x.shape), (g2 * xhat).sum(0)
+
 
 def attention_np(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     tq, hs, tk = q.shape[-2], q.shape[-1], k.shape[-2]
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(hs)
     allowed = np.arange(tk)[None, :] <= np.arange(tq)[:, None] + (tk - tq)
     scores = np.where(allowed, scores, -np.inf)
-    scores = scores - scores.max(-1, keepdims=True)
-    p = np.exp(scores)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
-def layer_norm_np(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + EPS) * w + b
+def _heads(a: np.ndarray, i: int, n_head: int) -> np.ndarray:
+    """Columns i*C:(i+1)*C of a (B, T, 3C) array as (B, n_head, T, hs)."""
+    B, T, C3 = a.shape
+    C = C3 // 3
+    return a[:, :, i * C:(i + 1) * C].reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
 
 
-def layer_norm_backward_np(x, w, b, g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of sum(g * layer_norm(x, w, b)), derived by hand (tests check them by finite differences)."""
-    C = x.shape[-1]
-    x2, g2 = x.reshape(-1, C), g.reshape(-1, C)
-    mu = x2.mean(-1, keepdims=True)
-    rstd = 1.0 / np.sqrt(((x2 - mu) ** 2).mean(-1, keepdims=True) + EPS)
-    xhat = (x2 - mu) * rstd
-    dxhat = g2 * w
-    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
-    return dx.reshape(x.shape), (g2 * xhat).sum(0), g2.sum(0)
-
-
-def gelu_np(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def gpt_block_np(x, *args) -> np.ndarray:
-    *weights, n_head = args
-    p = dict(zip(BLOCK_KEYS, weights))
-    n_head = int(n_head)
-    B, T, C = x.shape
+def attention_backward_np(qkv, n_head, g) -> np.ndarray:
+    """d(sum g * y)/d qkv for y = fused causal self-attention, derived by hand (the tests check it by finite
+    differences)."""
+    B, T, C3 = qkv.shape
+    C = C3 // 3
     hs = C // n_head
-    qkv = layer_norm_np(x, p["ln1_w"], p["ln1_b"]) @ p["qkv_w"].T + p["qkv_b"]
-    q, k, v = (qkv[..., i * C:(i + 1) * C].reshape(B, T, n_head, hs).transpose(0, 2, 1, 3) for i in range(3))
-    y = attention_np(q, k, v).transpose(0, 2, 1, 3).reshape(B, T, C)
-    x = x + y @ p["proj_w"].T + p["proj_b"]
-    h = gelu_np(layer_norm_np(x, p["ln2_w"], p["ln2_b"]) @ p["fc_w"].T + p["fc_b"])
-    return x + h @ p["fc2_w"].T + p["fc2_b"]
+    q, k, v = (_heads(qkv, i, n_head) for i in range(3))
+    gy = g.reshape(B, T, n_head, hs).transpose(0, 2, 1, 3)
+    s = np.where(np.tril(np.ones((T, T), bool)), q @ np.swapaxes(k, -1, -2) / math.sqrt(hs), -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = gy @ np.swapaxes(v, -1, -2)
+    dv = np.swapaxes(p, -1, -2) @ gy
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) / math.sqrt(hs)
+    dq, dk = ds @ k, np.swapaxes(ds, -1, -2) @ q
+    return np.concatenate([t.transpose(0, 2, 1, 3).reshape(B, T, C) for t in (dq, dk, dv)], axis=-1)
 
 
-# ---- cases ------------------------------------------------------------------------------------------------------
+def cached_attention_np(qkv, kc, vc, start, n_head):
+    qkv = np.asarray(qkv, np.float64)
+    kc, vc = np.array(kc, np.float64), np.array(vc, np.float64)
+    B, T, C3 = qkv.shape
+    kc[:, :, start:start + T] = _heads(qkv, 1, n_head)
+    vc[:, :, start:start + T] = _heads(qkv, 2, n_head)
+    y = attention_np(_heads(qkv, 0, n_head), kc[:, :, :start + T], vc[:, :, :start + T])
+    return y.transpose(0, 2, 1, 3).reshape(B, T, C3 // 3), kc, vc
 
-def _training_case(rng: np.random.Generator) -> Case:
-    return int(rng.integers(0, 1000)), TRAIN_STEPS
+
+# ---- cases and checks -------------------------------------------------------------------------------------------
+
+def _rms_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for shape, scale, transposed in [((3, 5), 1.0, 0), ((2, 4, 6), 3.0, 0), ((1, 1), 1.0, 0), ((4, 1), 0.01, 0),
+                                     ((2, 3, 8), 1.0, 1), ((64, 32), 10.0, 0)]:
+        cases.append((rng.normal(size=shape) * scale + 0.5, rng.normal(size=shape[-1]), rng.normal(size=shape),
+                      transposed))
+    return cases + [_training_case(rng)]
 
 
-_ATTENTION_SHAPES = [  # (q shape, Tk): 2-D, batched, (B, heads, T, hs), one position, hs = 1, more keys than queries
-    ((5, 4), 5), ((2, 7, 3), 7), ((2, 3, 6, 4), 6), ((1, 1, 3), 1), ((3, 4, 1), 4), ((2, 3, 4), 9),
-    ((2, 2, 1, 5), 6), ((16, 8), 16),
-]
+def _check_rms(case: Case, got: tuple) -> str | None:
+    if len(case) == 2:
+        return _check_training(case, got)
+    x, w, g, transposed = case
+    why = _compare(got, rms_norm_backward_np(np.asarray(x), np.asarray(w), np.asarray(g)), FLOAT64)
+    return why and f"x of shape {np.shape(x)}{' (g not contiguous)' if transposed else ''}: {why}"
 
 
 def _attention_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for qshape, tk in _ATTENTION_SHAPES:
-        kshape = (*qshape[:-2], tk, qshape[-1])
-        cases.append((rng.normal(size=qshape), rng.normal(size=kshape), rng.normal(size=kshape)))
+    for B, T, C, n_head, transposed in [(2, 5, 8, 2, 0), (1, 1, 4, 1, 0), (1, 4, 3, 3, 0), (2, 6, 12, 3, 1),
+                                        (3, 9, 16, 4, 0), (1, 33, 8, 1, 0)]:
+        cases.append((rng.normal(size=(B, T, 3 * C)), n_head, rng.normal(size=(B, T, C)), transposed))
     return cases + [_training_case(rng)]
 
 
-_LN_SHAPES = [(1, 4), (5, 8), (2, 3, 6), (4, 1), (2, 2, 2, 5), (7, 16)]
+def _check_attention(case: Case, got: tuple) -> str | None:
+    if len(case) == 2:
+        return _check_training(case, got)
+    qkv, n_head, g, transposed = case
+    why = _compare(got, (attention_backward_np(np.asarray(qkv), int(n_head), np.asarray(g)),), FLOAT64)
+    return why and (f"qkv of shape {np.shape(qkv)}, {n_head} heads{' (g not contiguous)' if transposed else ''}: "
+                    f"{why}")
 
 
-def _layer_norm_cases(rng: np.random.Generator) -> list[Case]:
+def _cached_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for shape in _LN_SHAPES:
-        C = shape[-1]
-        x = rng.normal(size=shape) * rng.uniform(0.5, 3.0) + rng.normal()
-        cases.append((x, rng.normal(size=C), rng.normal(size=C), rng.normal(size=shape)))
-    return cases + [_training_case(rng)]
+    for qshape, tk in [((4, 3), 4), ((2, 5, 4), 5), ((2, 3, 6, 2), 6), ((1, 1, 4), 1), ((2, 2, 3), 7)]:
+        kv = (*qshape[:-2], tk, qshape[-1])
+        cases.append((rng.normal(size=qshape), rng.normal(size=kv), rng.normal(size=kv)))
+    for B, T, C, n_head, block, start in [(1, 1, 8, 2, 8, 0), (2, 1, 8, 2, 8, 5), (1, 3, 6, 3, 10, 4),
+                                          (2, 4, 8, 4, 16, 0), (1, 2, 4, 1, 6, 4), (1, 1, 4, 2, 4, 3)]:
+        hs = C // n_head
+        cache = [rng.normal(size=(B, n_head, block, hs)).astype(np.float32) for _ in range(2)]
+        cases.append((rng.normal(size=(B, T, 3 * C)).astype(np.float32), *cache, start, n_head))
+    hs = 2
+    cases.append((rng.normal(size=(1, 3, 12)).astype(np.float32), np.zeros((1, 2, 8, hs), np.float32),
+                  np.zeros((1, 2, 8, hs), np.float32), 6, 2))  # 6 + 3 > 8: ValueError
+    return cases + [(int(rng.integers(0, 1000)), 12), (int(rng.integers(0, 1000)), 12)]
 
 
-_BLOCK_SHAPES = [(1, 1, 4, 1), (2, 5, 8, 2), (3, 7, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)]  # (B, T, C, n_head)
-
-
-def _block_cases(rng: np.random.Generator) -> list[Case]:
-    cases = []
-    for B, T, C, nh in _BLOCK_SHAPES:
-        shapes = [(C,), (C,), (3 * C, C), (3 * C,), (C, C), (C,), (C,), (C,), (4 * C, C), (4 * C,), (C, 4 * C), (C,)]
-        weights = [rng.normal(size=s) / (math.sqrt(s[1]) if len(s) == 2 else 1.0) for s in shapes]
-        cases.append((rng.normal(size=(B, T, C)), *weights, nh))
-    return cases + [_training_case(rng)]
-
-
-# ---- checks -----------------------------------------------------------------------------------------------------
-
-def _check_training(case: Case, got: tuple) -> str | None:
-    losses = np.asarray(got[0], dtype=np.float64).reshape(-1)
-    if losses.size != case[1]:
-        return f"reported {losses.size} losses for a run of {case[1]} steps"
-    if not np.all(np.isfinite(losses)):
-        return "the training loss became nan or infinite"
-    end = losses[-LAST:].mean()
-    if not START_LOW <= losses[0] <= START_HIGH:
-        return f"the training run starts at loss {losses[0]:.3f}, expected about ln 27 = 3.30"
-    if end > TRAIN_HIGH:
-        return f"in a training run the loss only fell to {end:.3f} (expected at most {TRAIN_HIGH})"
-    return None
-
-
-def _checker(reference, part: Part):
-    def check(case: Case, got: tuple) -> str | None:
-        if len(case) == 2:
-            return _check_training(case, got)
-        want = reference(*case)
-        return _compare(got, want if isinstance(want, tuple) else (want,), part)
-    return check
+def _check_cached(case: Case, got: tuple) -> str | None:
+    if len(case) == 3:
+        why = _compare(got, (attention_np(*(np.asarray(a) for a in case)),), FLOAT64)
+        return why and f"causal_attention, q {np.shape(case[0])} with {np.shape(case[1])[-2]} keys: {why}"
+    if len(case) == 2:
+        if len(got) != 2 or got[0].shape != (case[1],):
+            return f"GPT.generate should give {case[1]} tokens"
+        if not np.array_equal(got[0], got[1]):
+            return f"GPT.generate with your cache gave {got[0].tolist()}, without a cache {got[1].tolist()}"
+        return None
+    qkv, kc, vc, start, n_head = case
+    T, block = qkv.shape[1], kc.shape[2]
+    if start + T > block:
+        ok = len(got) == 1 and got[0].size == 1 and int(got[0].reshape(-1)[0]) == 1
+        return None if ok else f"positions {start}..{start + T - 1} do not fit a cache of {block}: expected ValueError"
+    why = _compare(got, cached_attention_np(qkv, kc, vc, int(start), int(n_head)), FLOAT32)
+    return why and f"cached_attention of {T} new positions from {start}, {n_head} heads (y, k_cache, v_cache): {why}"
 
 
 PARTS = {
-    "causal_attention": Part(cases=_attention_cases, rtol=1e-7, atol=1e-9),
-    "layer_norm_backward": Part(cases=_layer_norm_cases, rtol=1e-6, atol=1e-8),
-    "gpt_block": Part(cases=_block_cases, rtol=1e-7, atol=1e-9),
+    "rms_norm_backward": Part(cases=_rms_cases, check=_check_rms),
+    "attention_backward": Part(cases=_attention_cases, check=_check_attention),
+    "cached_attention": Part(cases=_cached_cases, check=_check_cached),
 }
-for _name, _ref in [("causal_attention", attention_np), ("layer_norm_backward", layer_norm_backward_np),
-                    ("gpt_block", gpt_block_np)]:
-    PARTS[_name].check = _checker(_ref, PARTS[_name])

@@ -1,34 +1,36 @@
-"""Judge for assignment 08-language-models: bigrams, embeddings and sampling (exercises/08-language-models.ipynb).
+"""Judge for assignment 08-language-models: the embedding's gradient, top-k and nucleus sampling
+(exercises/08-language-models.ipynb).
 
-Cases, per part:
-  bigram_counts            (tokens, vocab_size)              -> counts (V, V), exact
-  smoothed_nll             (counts, xs, ys, alpha)           -> mean -log (N[x,y] + alpha) / (N[x].sum() + V alpha)
-  embedding_backward       (W, index, g)                     -> W's gradient when out = W.index_select(0, index)
-                                                                is backpropagated with upstream g (a scatter-add)
-                           (X, Y, C, W, b, lr, steps)        -> a training run (TRAIN_ARGS arguments): full-batch
-                                                                gradient descent on logits = concat(C[X]) @ W + b,
-                                                                float64, with the learner's rule in charge of C's
-                                                                gradient; the losses before each step and after
-                                                                the last must match the reference run and fall
-                                                                below TRAIN_TARGET
-  sample_with_temperature  (logits, temperature, u)          -> one id per row, by the inverse CDF of
-                                                                softmax(logits / temperature) at u
+The learner writes three pieces of teenygrad: `ops.movement.index_add` (the backward of index_select),
+`text.top_k_logits` and `text.top_p_logits` (which `text.draw` applies). The hidden tests install them and run
+teenygrad on the cases below; this judge checks the outputs in numpy float64.
 
-Sampling is judged by what it must do rather than by equality: row i's id k is right when u_i lies in the
-k-th stretch [c_{k-1}, c_k) of the cumulative probabilities, give or take 1e-6 for rounding. A draw that
-follows the wrong distribution (no temperature, the temperature multiplied, an unshifted softmax that
-overflows, the largest k instead of the smallest) lands in the wrong stretch for many rows.
+  index_add     (W, axis, index, g)         -> W's gradient when out = W.index_select(axis, index) is
+                                               backpropagated with upstream g (a scatter-add along axis)
+                (g, shape, index)           -> (index_add(g, shape, 0, index) in float32, its dtype is float32)
+                (X, Y, C, W, b, lr, steps)  -> a training run (TRAIN_ARGS arguments): full-batch gradient descent
+                                               on logits = concat(C[X]) @ W + b, float64, the learner's piece in
+                                               charge of C's gradient; the losses must match the reference run
+                                               and fall below TRAIN_TARGET
+  top_k_logits  (logits, k, u)              -> (the filtered logits, text.draw(logits, u, 1, top_k=k))
+  top_p_logits  (logits, top_p, u)          -> (the filtered logits, text.draw(logits, u, 1, top_p=top_p))
+                with k < 1 or top_p outside (0, 1]: 1 if ValueError was raised
+
+Draws are judged by what they must do: row i's id k is right when it was kept and u_i lies in the k-th stretch
+[c_{k-1}, c_k) of the cumulative filtered probabilities, give or take SAMPLE_TOL (draw runs in float32). The
+nucleus cases keep every id's probability mass "above" away from top_p, so float32 rounding cannot flip an id.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from autograder.judges import Case, Part
+from autograder.judges import Case, Part, _compare
 
-TRAIN_ARGS = 7  # a case of embedding_backward with this many arguments is a training run
+TRAIN_ARGS = 7  # a case of index_add with this many arguments is a training run
 TRAIN_STEPS = 40
 TRAIN_TARGET = 2.75  # the loss the training run must reach (it starts at log 27 = 3.30)
-SAMPLE_TOL = 1e-6
+SAMPLE_TOL = 2e-5
+EXACT = Part(cases=lambda rng: [], rtol=1e-10, atol=1e-12)
 
 
 def _names() -> list[str]:
@@ -36,58 +38,7 @@ def _names() -> list[str]:
     return load_names()
 
 
-def _encode(words: list[str]) -> np.ndarray:
-    """The stream .w1.w2. ... of ids ('.' = 0, 'a' = 1, ..., 'z' = 26)."""
-    return np.array([0] + [0 if c == "." else ord(c) - 96 for c in ".".join(words) + "."], dtype=np.int64)
-
-
-# --- bigram_counts --------------------------------------------------------------------------------------------
-
-def _bigram_counts(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
-    counts = np.zeros((vocab_size, vocab_size))
-    np.add.at(counts, (tokens[:-1], tokens[1:]), 1)
-    return counts
-
-
-def _bigram_cases(rng: np.random.Generator) -> list[Case]:
-    names = _names()
-    picked = [names[i] for i in rng.choice(len(names), size=300, replace=False)]
-    return [
-        (_encode(picked), 27),  # real names
-        (rng.integers(0, 5, size=200), 5),
-        (rng.integers(0, 3, size=2), 4),  # one pair; a symbol that never occurs
-        (np.array([2], dtype=np.int64), 3),  # no pairs at all
-        (np.zeros(7, dtype=np.int64), 1),  # one symbol
-        (np.array([1, 1, 1, 0, 1, 1], dtype=np.int64), 2),  # repeats
-    ]
-
-
-# --- smoothed_nll ---------------------------------------------------------------------------------------------
-
-def _smoothed_nll(counts: np.ndarray, xs: np.ndarray, ys: np.ndarray, alpha: float) -> np.ndarray:
-    counts = np.asarray(counts, dtype=np.float64)
-    P = (counts + alpha) / (counts + alpha).sum(axis=1, keepdims=True)
-    return np.asarray(-np.mean(np.log(P[xs, ys])))
-
-
-def _nll_cases(rng: np.random.Generator) -> list[Case]:
-    names = _names()
-    stream = _encode([names[i] for i in rng.choice(len(names), size=400, replace=False)])
-    counts = _bigram_counts(stream[:-300], 27)
-    cases = [
-        (counts, stream[-300:-1], stream[-299:], 1.0),  # unseen pairs: only smoothing keeps this finite
-        (counts, stream[-300:-1], stream[-299:], 0.1),
-        (counts, stream[-300:-1], stream[-299:], 25.0),
-    ]
-    for V, n, alpha in [(5, 40, 0.5), (3, 1, 2.0), (1, 4, 1.0)]:
-        cases.append((rng.integers(0, 50, size=(V, V)).astype(np.float64), rng.integers(0, V, size=n),
-                      rng.integers(0, V, size=n), alpha))
-    cases.append((rng.integers(1, 9, size=(4, 4)).astype(np.float64), rng.integers(0, 4, size=20),
-                  rng.integers(0, 4, size=20), 0.0))  # no smoothing, every pair seen
-    return cases
-
-
-# --- embedding_backward ---------------------------------------------------------------------------------------
+# ---- index_add ----------------------------------------------------------------------------------------------
 
 def _scatter_add(W: np.ndarray, index: np.ndarray, g: np.ndarray) -> np.ndarray:
     out = np.zeros(np.shape(W))
@@ -135,95 +86,151 @@ def _training_case(rng: np.random.Generator) -> Case:
     return np.array(xs, dtype=np.int64), np.array(ys, dtype=np.int64), C, W, np.zeros(27), 2.0, TRAIN_STEPS
 
 
-def _embedding_cases(rng: np.random.Generator) -> list[Case]:
+def _index_add_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for (num, dim), index in [((5, 3), [0, 2, 2, 4, 0, 0]), ((1, 1), [0, 0, 0]), ((6, 2), [3]),
-                              ((4, 7), [1, 1, 1, 1]), ((27, 10), rng.integers(0, 27, size=200).tolist()),
-                              ((8, 5), rng.permutation(8).tolist())]:
+    for shape, axis, index in [((5, 3), 0, [0, 2, 2, 4, 0, 0]), ((1, 1), 0, [0, 0, 0]), ((6, 2), 0, [3]),
+                               ((4, 7), 0, [-1, 3, -4, 0]), ((27, 10), 0, rng.integers(0, 27, size=200)),
+                               ((2, 5, 3), 1, [[4, 4], [0, -5]]), ((3, 4, 6), 2, [5, 5, 5, 1, 0]),
+                               ((8, 5), 0, rng.permutation(8)), ((2000, 16), 0, rng.integers(-2000, 2000, size=3000)),
+                               ((4, 3), 1, np.zeros(0, dtype=np.int64))]:
         index = np.array(index, dtype=np.int64)
-        cases.append((rng.normal(size=(num, dim)), index, rng.normal(size=(len(index), dim))))
+        g_shape = shape[:axis] + index.shape + shape[axis + 1:]
+        cases.append((rng.normal(size=shape), axis, index, rng.normal(size=g_shape)))
+    cases.append((rng.normal(size=(5, 3)), np.array([4, 3]), np.array([1, -1, 1, 2, 1])))  # float32, direct
     return cases + [_training_case(rng)]
 
 
-def _embedding_check(case: Case, got: tuple) -> str | None:
-    if len(got) != 1:
-        return f"returned {len(got)} values, expected 1"
-    out = got[0].astype(np.float64) if np.issubdtype(got[0].dtype, np.number) else None
-    if out is None:
-        return f"dtype {got[0].dtype} is not numeric"
+def _index_add_reference(W, axis, index, g) -> np.ndarray:
+    out = np.zeros(np.shape(W))
+    ids = np.asarray(index, dtype=np.int64).reshape(-1) % out.shape[axis]
+    g = np.asarray(g, dtype=np.float64).reshape(out.shape[:axis] + (len(ids),) + out.shape[axis + 1:])
+    np.add.at(out, (slice(None),) * axis + (ids,), g)
+    return out
+
+
+def _check_index_add(case: Case, got: tuple) -> str | None:
     if len(case) == TRAIN_ARGS:
-        want = train_reference(*case)
+        out, want = np.asarray(got[0], np.float64).reshape(-1), train_reference(*case)
         if out.shape != want.shape:
             return f"the training run gave {out.size} losses, expected {want.size}"
         if not np.all(np.isfinite(out)):
-            return "the training run's loss became nan or inf"
+            return "the training loss became nan or infinite"
         if out[-1] > TRAIN_TARGET:
-            return (f"training with your rule: the loss went from {out[0]:.3f} to {out[-1]:.3f} in "
+            return (f"training with your index_add: the loss went from {out[0]:.3f} to {out[-1]:.3f} in "
                     f"{len(out) - 1} steps, not below {TRAIN_TARGET}")
         if not np.allclose(out, want, rtol=1e-6, atol=1e-9):
             step = int(np.argmax(~np.isclose(out, want, rtol=1e-6, atol=1e-9)))
-            return f"training with your rule: loss {out[step]:.6f} after {step} steps, expected {want[step]:.6f}"
+            return f"training with your index_add: loss {out[step]:.6f} after {step} steps, expected {want[step]:.6f}"
         return None
-    want = _scatter_add(*case)
-    if out.shape != want.shape:
-        return f"shape {out.shape}, expected {want.shape}"
-    if not np.allclose(out, want, rtol=1e-7, atol=1e-9):
-        return f"wrong gradient: largest error {np.max(np.abs(out - want)):.3g}"
+    if len(case) == 3:
+        g, shape, index = case
+        want = _index_add_reference(np.zeros(tuple(shape)), 0, index, g)
+        if len(got) != 2 or int(np.asarray(got[1]).reshape(-1)[0]) != 1:
+            return "index_add of a float32 gradient must return a float32 Tensor"
+        why = _compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-5, atol=1e-6))
+        return why and f"float32, shape {tuple(shape)}: {why}"
+    W, axis, index, g = case
+    why = _compare(got, (_index_add_reference(W, axis, index, g),), EXACT)
+    return why and f"input of shape {np.shape(W)}, axis {axis}, index of shape {np.shape(index)}: {why}"
+
+
+# ---- top_k_logits and top_p_logits -----------------------------------------------------------------------------
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _top_k(z: np.ndarray, k: int) -> np.ndarray:
+    larger = (z[:, None, :] > z[:, :, None]).sum(axis=2)
+    return np.where(larger < k, z, -np.inf)
+
+
+def _mass_above(z: np.ndarray) -> np.ndarray:
+    return ((z[:, None, :] > z[:, :, None]) * _softmax(z)[:, None, :]).sum(axis=2)
+
+
+def _top_p(z: np.ndarray, top_p: float) -> np.ndarray:
+    return np.where(_mass_above(z) < top_p, z, -np.inf)
+
+
+def _check_draws(filtered: np.ndarray, u: np.ndarray, ids: np.ndarray) -> str | None:
+    ids = np.asarray(ids).reshape(-1)
+    if ids.shape != u.shape or not np.issubdtype(ids.dtype, np.integer):
+        return f"draw returned {ids.shape} {ids.dtype}, expected {u.shape} integer ids"
+    p = _softmax(filtered)
+    if ids.min(initial=0) < 0 or ids.max(initial=0) >= p.shape[1]:
+        return "draw returned an id outside the vocabulary"
+    rows = np.arange(len(ids))
+    if np.any(p[rows, ids] == 0):
+        i = int(np.argmax(p[rows, ids] == 0))
+        return f"draw row {i}: id {ids[i]} was filtered out, yet drawn"
+    c = np.cumsum(p, axis=1)
+    hi, lo = c[rows, ids], np.where(ids > 0, c[rows, np.maximum(ids - 1, 0)], 0.0)
+    bad = (u < lo - SAMPLE_TOL) | (u >= hi + SAMPLE_TOL)
+    if bad.any():
+        i = int(np.argmax(bad))
+        return f"draw row {i}: u = {u[i]:.6f} lies outside id {ids[i]}'s stretch [{lo[i]:.6f}, {hi[i]:.6f})"
     return None
 
 
-# --- sample_with_temperature ------------------------------------------------------------------------------------
-
-def cumulative(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """c_k = p_0 + ... + p_k for p = softmax(logits / temperature), row by row, in float64 (stable)."""
-    z = np.asarray(logits, dtype=np.float64) / temperature
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
-
-
-def _sample_cases(rng: np.random.Generator) -> list[Case]:
-    big = np.tile(np.array([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]]), (4000, 1))
-    spread = rng.normal(size=(1, 27)) * 2
-    return [
-        (rng.normal(size=(50, 27)) * 2, 1.0, rng.random(50)),
-        (big, 0.5, rng.random(4000)),  # one distribution, many draws: the frequencies must follow p_T
-        (big, 2.0, rng.random(4000)),
-        (np.tile(spread, (3000, 1)), 1.3, rng.random(3000)),
-        (rng.normal(size=(20, 5)) * 300, 0.01, rng.random(20)),  # logits / T in the 10^4s: shift before exp
-        (rng.normal(size=(30, 4)), 25.0, rng.random(30)),  # high temperature: nearly uniform
-        (rng.normal(size=(6, 1)), 1.0, rng.random(6)),  # a single symbol: always 0
-        (np.array([[0.0, 0.0, 0.0, 0.0]]), 1.0, np.array([0.5])),  # u exactly on c_1: either neighbour passes
-    ]
+def _check_filter(name: str, reference, case: Case, got: tuple) -> str | None:
+    logits, arg, u = case
+    if len(got) == 1:
+        raised = got[0].size == 1 and int(got[0].reshape(-1)[0]) == 1
+        return None if raised else f"{name} with {arg!r} must raise ValueError"
+    if len(got) != 2:
+        return f"expected the filtered logits and the draws, got {len(got)} outputs"
+    want = reference(np.asarray(logits, np.float64), arg)
+    kept = np.isfinite(np.asarray(got[0], np.float64))
+    if kept.shape == want.shape and not np.array_equal(kept, np.isfinite(want)):
+        i = int(np.argmax((kept != np.isfinite(want)).any(axis=1)))
+        return (f"{name}(logits of shape {np.shape(logits)}, {arg!r}), row {i}: kept ids "
+                f"{np.flatnonzero(kept[i]).tolist()}, expected {np.flatnonzero(np.isfinite(want[i])).tolist()}")
+    why = _compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
+    if why:
+        return f"{name}(logits of shape {np.shape(logits)}, {arg!r}): {why}"
+    return _check_draws(want, np.asarray(u, np.float64), got[1])
 
 
-def _sample_check(case: Case, got: tuple) -> str | None:
-    logits, temperature, u = case
-    if len(got) != 1:
-        return f"returned {len(got)} values, expected one array of ids"
-    ids = got[0]
-    n, V = np.shape(logits)
-    if ids.shape != (n,):
-        return f"shape {ids.shape}, expected ({n},): one id per row"
-    if not np.issubdtype(ids.dtype, np.number) or not np.all(ids == np.round(ids)):
-        return "the ids must be whole numbers"
-    ids = ids.astype(np.int64)
-    if ids.min() < 0 or ids.max() >= V:
-        return f"ids must lie in 0..{V - 1}, got {ids.min()}..{ids.max()}"
-    c = cumulative(logits, temperature)
-    lower = np.where(ids > 0, c[np.arange(n), np.maximum(ids - 1, 0)], 0.0)
-    upper = np.where(ids < V - 1, c[np.arange(n), ids], np.inf)
-    wrong = np.flatnonzero((u < lower - SAMPLE_TOL) | (u >= upper + SAMPLE_TOL))
-    if len(wrong):
-        i = wrong[0]
-        right = min(int((c[i, :V - 1] <= u[i]).sum()), V - 1)
-        return (f"{len(wrong)} of {n} rows (temperature {temperature}) drew the wrong id, e.g. row {i}: "
-                f"u = {u[i]:.6f} lies in the stretch of id {right}, got {ids[i]}")
-    return None
+def _top_k_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for n, V, k, scale in [(6, 27, 5, 2.0), (4, 10, 1, 1.0), (3, 8, 8, 1.0), (3, 8, 20, 1.0), (200, 27, 3, 3.0)]:
+        logits = rng.normal(size=(n, V)) * scale
+        cases.append((logits, k, rng.random(n)))
+    ties = rng.integers(-2, 3, size=(8, 12)).astype(np.float64)  # many ties
+    cases.append((ties, 4, rng.random(8)))
+    cases.append((np.repeat([[3.0, 1.0, 2.0, 0.5, -1.0]], 4000, axis=0), 2, rng.random(4000)))
+    cases.append((rng.normal(size=(2, 5)), 0, rng.random(2)))
+    return cases
+
+
+def _nucleus_logits(rng: np.random.Generator, n: int, V: int, scale: float, top_p: float) -> np.ndarray:
+    """n rows of random logits whose every id's probability above stays 1e-3 away from top_p."""
+    rows = []
+    while len(rows) < n:
+        z = rng.normal(size=(1, V)) * scale
+        if np.all(np.abs(_mass_above(z) - top_p) > 1e-3):
+            rows.append(z[0])
+    return np.array(rows)
+
+
+def _top_p_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for n, V, top_p, scale in [(6, 27, 0.9, 2.0), (5, 10, 0.5, 1.0), (4, 8, 0.999, 1.0), (4, 8, 1.0, 1.0),
+                               (4, 6, 0.05, 3.0), (200, 27, 0.8, 2.0)]:
+        cases.append((_nucleus_logits(rng, n, V, scale, top_p), top_p, rng.random(n)))
+    ties = np.array([[1.0, 1.0, 1.0, 0.0, -3.0], [2.0, 0.0, 0.0, 0.0, 0.0]])  # ties across the threshold
+    cases.append((ties, 0.5, rng.random(2)))
+    cases.append((np.array([[2.0, 1.0, -np.inf, -np.inf, 0.0]] * 3), 0.95, rng.random(3)))  # after top-k
+    cases.append((np.repeat(np.log([[0.5, 0.3, 0.15, 0.05]]), 4000, axis=0), 0.75, rng.random(4000)))
+    cases.append((rng.normal(size=(2, 5)), 0.0, rng.random(2)))
+    cases.append((rng.normal(size=(2, 5)), 1.5, rng.random(2)))
+    return cases
 
 
 PARTS = {
-    "bigram_counts": Part(cases=_bigram_cases, reference=_bigram_counts, rtol=0.0, atol=0.0),
-    "smoothed_nll": Part(cases=_nll_cases, reference=_smoothed_nll, rtol=1e-7, atol=1e-9),
-    "embedding_backward": Part(cases=_embedding_cases, check=_embedding_check),
-    "sample_with_temperature": Part(cases=_sample_cases, check=_sample_check),
+    "index_add": Part(cases=_index_add_cases, check=_check_index_add),
+    "top_k_logits": Part(cases=_top_k_cases, check=lambda case, got: _check_filter("top_k_logits", _top_k, case, got)),
+    "top_p_logits": Part(cases=_top_p_cases, check=lambda case, got: _check_filter("top_p_logits", _top_p, case, got)),
 }

@@ -44,13 +44,16 @@ Movement (see `movement.py`):
     copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)     dst(i) = src(i)
     gather(x, idx, out, outer, n_src, n_idx, inner)                           out[o,k,i] = x[o,idx[o,k,i],i]
     index_select(x, idx, out, outer, n_src, inner)                            out[o,k,i] = x[o,idx[k],i]
-    scatter_add, index_add: their backwards (same arguments, `out` zeroed, `+=` instead of `=`)
+    scatter_add: gather's backward (same arguments, `out` zeroed, `+=` instead of `=`); index_select's
+        backward is a piece of exercise 8 (`teenygrad.ops.movement.index_add`), with its kernel inside it
 Backward kernels beside their forwards: gelu_backward (binary convention, out = g * gelu'(x));
     softmax_backward / log_softmax_backward(y, g, M, N, dx) (see `softmax.py`).
 Losses (see `loss.py`): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx).
-Fused transformer ops (see `fused.py`): add_bias, layer_norm, rms_norm, attention, each with its _backward,
-    and attention_cached.
-Optimizer updates (see `optim.py`): sgd, adam, and sum_of_squares / scale for gradient clipping.
+Fused transformer ops (see `fused.py`): add_bias, layer_norm (with its _backward), rms_norm, attention. The
+    backward of rms_norm and of attention and the KV-cached attention are pieces of exercise 9, with their
+    kernels inside them (`teenygrad.ops.fused`).
+Optimizer updates (see `optim.py`): sgd, and sum_of_squares / scale for gradient clipping. Adam's update is a
+    piece of exercise 7 (`teenygrad.optim.adam_update`), with its kernel inside it.
 """
 from __future__ import annotations
 
@@ -80,13 +83,13 @@ KERNELS: dict[str, Callable] = {
     "matmul": matmul, "matmul_batched": matmul_batched,
     # movement (movement.py): copies and casts, indexing, and the backward of indexing
     "copy": movement.copy, "gather": movement.gather, "index_select": movement.index_select,
-    "scatter_add": movement.scatter_add, "index_add": movement.index_add,
+    "scatter_add": movement.scatter_add,
     # losses (loss.py)
     "cross_entropy": loss.cross_entropy, "cross_entropy_backward": loss.cross_entropy_backward,
     # the transformer's fused ops (fused.py), forward and backward
     **fused.KERNELS,
     # optimizer updates (optim.py)
-    "sgd": optim.sgd, "adam": optim.adam, "sum_of_squares": optim.sum_of_squares, "scale": optim.scale,
+    "sgd": optim.sgd, "sum_of_squares": optim.sum_of_squares, "scale": optim.scale,
 }
 
 DEFAULTS: dict[str, Callable] = dict(KERNELS)

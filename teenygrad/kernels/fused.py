@@ -18,10 +18,10 @@ are what the kernel table (`teenygrad.kernels.KERNELS`) holds:
     add_bias(y, b)                                  y (R, C) += b (C,), in place: a linear layer's bias
     layer_norm(x, w, b, eps, y, mean, rstd)         x, y (R, C); w, b (C,); mean, rstd (R,) written
     layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db)     dx (R, C) written; dw, db (C,) added into
-    rms_norm(x, w, eps, y, rstd)                    rms_norm_backward_serial(x, w, rstd, g, dx, dw)
+    rms_norm(x, w, eps, y, rstd)                    x, y (R, C); w (C,); rstd (R,) written
     attention(qkv, nh, y, att)                      qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T)
-    attention_backward_serial(qkv, att, g, dqkv)           g (B, T, C) -> dqkv (B, T, 3C)
-    attention_cached(qkv, kc, vc, start, nh, y)     generation against a KV cache (no backward)
+RMS norm's backward, attention's backward and attention against a KV cache are pieces of exercise 9: their
+kernels live inside `teenygrad.ops.fused.rms_norm_backward`, `attention_backward` and `cached_attention`.
 All arrays are C-contiguous numpy arrays of one float dtype.
 """
 from __future__ import annotations
@@ -148,34 +148,6 @@ def rms_norm_forward_parallel(x, w, eps, y, rstd):
         rms_norm_forward_serial(x, w, eps, y, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
 
 
-@fast
-def rms_norm_backward_serial(x, w, rstd, g, dx, dw, lo, hi):
-    """With xhat = x * rstd and gh = g * w:  dx = rstd * (gh - xhat * mean(gh * xhat)),  dw += sum g * xhat."""
-    C = x.shape[1]
-    for r in range(lo, hi):
-        s = rstd[r]
-        bsum = 0.0
-        for c in range(C):
-            xh = x[r, c] * s
-            bsum += g[r, c] * w[c] * xh
-            dw[c] += g[r, c] * xh
-        bsum /= C
-        for c in range(C):
-            dx[r, c] = s * (g[r, c] * w[c] - x[r, c] * s * bsum)
-
-
-@parallel
-def rms_norm_backward_parallel(x, w, rstd, g, dx, dw):
-    """Partial sums per chunk of rows, added up at the end (as in layer_norm_backward_parallel)."""
-    R, C = x.shape
-    dw_parts = np.zeros((CHUNKS, C), dw.dtype)
-    for k in prange(CHUNKS):
-        rms_norm_backward_serial(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
-    for k in range(CHUNKS):
-        for c in range(C):
-            dw[c] += dw_parts[k, c]
-
-
 # ---- exp in float32, in a form the compiler can vectorise ------------------------------------------------
 # libm's exp is a function call per element, which stops a loop from becoming SIMD instructions. exp32
 # is the classic Cephes expf, written as plain arithmetic: e^x = 2^k e^r with k = round(x / ln 2) and
@@ -259,21 +231,6 @@ def softmax_causal(s, scale, p):
 
 
 @fast
-def softmax_causal_backward(p, dp, scale):
-    """dp <- scale * p * (dp - rowsum(dp * p)) in place (0 above the diagonal): from dL/dP to dL/dS."""
-    T = p.shape[0]
-    for i in range(T):
-        prow, drow = p[i, :i + 1], dp[i]
-        dot = 0.0
-        for j in range(prow.size):
-            dot += drow[j] * prow[j]
-        for j in range(prow.size):
-            drow[j] = scale * prow[j] * (drow[j] - dot)
-        for j in range(i + 1, T):
-            drow[j] = 0
-
-
-@fast
 def attention_forward_serial(qkv, nh, y, att, lo, hi):
     """Pairs bh = b * nh + h in lo..hi. qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T), the
     probabilities (0 above the diagonal). For one pair: S = q k^T, P = softmax(S / sqrt(hs)) over
@@ -298,76 +255,6 @@ def attention_forward_parallel(qkv, nh, y, att):
     pairs = qkv.shape[0] * nh
     for k in prange(CHUNKS):
         attention_forward_serial(qkv, nh, y, att, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
-
-
-@fast
-def attention_backward_serial(qkv, att, g, dqkv, lo, hi):
-    """Pairs lo..hi. g = dL/dy (B, T, C) -> dqkv (B, T, 3C). With P the saved probabilities:
-        dP = g v^T,  dv = P^T g,  dS = P * (dP - rowsum(dP * P)) / sqrt(hs),  dq = dS k,  dk = dS^T q."""
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    nh = att.shape[1]
-    hs = C // nh
-    ds = np.empty((T, T), qkv.dtype)
-    bp, edge = tiled_buffers(ds, max(T, hs), max(T, hs))
-    for bh in range(lo, hi):
-        b, h = bh // nh, bh % nh
-        x, dx, p = qkv[b], dqkv[b], att[b, h]
-        gh = g[b, :, h * hs:(h + 1) * hs]                                # (T, hs)
-        qc, kc, vc = h * hs, C + h * hs, 2 * C + h * hs                  # the head's first column in q, k, v
-        matmul_tiled_into(gh, x[:, vc:vc + hs].T, ds, bp, edge, 1)             # dP = g v^T     (T, T)
-        matmul_tiled_into(p.T, gh, dx[:, vc:vc + hs], bp, edge, 3)             # dv = P^T g     (T, hs)
-        softmax_causal_backward(p, ds, 1.0 / math.sqrt(hs))              # dS, in place
-        matmul_tiled_into(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], bp, edge, 2) # dq = dS k
-        matmul_tiled_into(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], bp, edge, 3) # dk = dS^T q
-
-
-@parallel
-def attention_backward_parallel(qkv, att, g, dqkv):
-    pairs = qkv.shape[0] * att.shape[1]
-    for k in prange(CHUNKS):
-        attention_backward_serial(qkv, att, g, dqkv, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
-
-
-# ---- attention against a KV cache (generation) ------------------------------------------------------------
-
-@fast
-def attention_cached(qkv, kc, vc, start, nh, y):
-    """T new positions start..start+T-1: qkv (B, T, 3C) -> y (B, T, C). Their keys and values are first
-    written into the caches kc, vc (B, nh, block_size, hs) at those positions; then the query of position
-    p attends to the cached keys and values of positions 0..p. No probabilities are kept: no backward."""
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    hs = C // nh
-    scale = 1.0 / math.sqrt(hs)
-    s = np.empty(start + T, qkv.dtype)
-    for b in range(B):
-        for h in range(nh):
-            for t in range(T):
-                for d in range(hs):
-                    kc[b, h, start + t, d] = qkv[b, t, C + h * hs + d]
-                    vc[b, h, start + t, d] = qkv[b, t, 2 * C + h * hs + d]
-            keys, values = kc[b, h], vc[b, h]
-            for t in range(T):
-                n = start + t + 1  # positions 0..start+t are visible
-                y_row = y[b, t]
-                mx = -np.inf
-                for j in range(n):
-                    acc = 0.0
-                    for d in range(hs):
-                        acc += qkv[b, t, h * hs + d] * keys[j, d]
-                    s[j] = acc * scale
-                    mx = max(mx, s[j])
-                tot = 0.0
-                for j in range(n):
-                    s[j] = math.exp(s[j] - mx)
-                    tot += s[j]
-                for d in range(hs):
-                    y_row[h * hs + d] = 0.0
-                for j in range(n):
-                    p = s[j] / tot
-                    for d in range(hs):
-                        y_row[h * hs + d] += p * values[j, d]
 
 
 # ---- the launchers: serial body or parallel driver, by the size of the call ---------------------------------
@@ -397,13 +284,6 @@ def rms_norm(x, w, eps, y, rstd):
         rms_norm_forward_serial(x, w, eps, y, rstd, 0, x.shape[0])
 
 
-def rms_norm_backward(x, w, rstd, g, dx, dw):
-    if parallel_pays(g.size):
-        rms_norm_backward_parallel(x, w, rstd, g, dx, dw)
-    else:
-        rms_norm_backward_serial(x, w, rstd, g, dx, dw, 0, x.shape[0])
-
-
 def attention(qkv, nh, y, att):
     B, T, C3 = qkv.shape  # work: the multiply-adds of q k^T under the causal mask, B * T * T/2 * C
     if parallel_pays(B * T * T * C3 // 6):
@@ -412,14 +292,5 @@ def attention(qkv, nh, y, att):
         attention_forward_serial(qkv, nh, y, att, 0, B * nh)
 
 
-def attention_backward(qkv, att, g, dqkv):
-    B, T, C3 = qkv.shape  # twice the forward's products
-    if parallel_pays(B * T * T * C3 // 3):
-        attention_backward_parallel(qkv, att, g, dqkv)
-    else:
-        attention_backward_serial(qkv, att, g, dqkv, 0, B * att.shape[1])
-
-
 KERNELS = {"add_bias": add_bias, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
-           "rms_norm": rms_norm, "rms_norm_backward": rms_norm_backward, "attention": attention,
-           "attention_backward": attention_backward, "attention_cached": attention_cached}
+           "rms_norm": rms_norm, "attention": attention}

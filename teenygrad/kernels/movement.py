@@ -20,9 +20,8 @@ Their backwards, side by side with them (an index that repeats collects every gr
 scatter_add(g, idx, out, outer, n_src, n_idx, inner)      backward of gather
     g, idx: contiguous (outer, n_idx, inner); out: contiguous (outer, n_src, inner), zero-filled;
     out[o, idx[o, k, i], i] += g[o, k, i]
-index_add(g, idx, out, outer, n_src, inner)               backward of index_select (the embedding's gradient)
-    g: contiguous (outer, n_idx, inner); idx: int64 of length n_idx; out: (outer, n_src, inner), zeroed;
-    out[o, idx[k], i] += g[o, k, i]
+(index_select's backward, the embedding's gradient, is exercise 8's `index_add`: its kernel lives inside
+`teenygrad.ops.movement.index_add`.)
 """
 from __future__ import annotations
 
@@ -81,14 +80,3 @@ def scatter_add(g, idx, out, outer, n_src, n_idx, inner):
             for i in range(inner):
                 dst = checked_index(idx[row + i], n_src)
                 out[u((o * n_src + dst) * inner + i)] += g[u(row + i)]
-
-
-@kernel
-def index_add(g, idx, out, outer, n_src, inner):
-    n_idx = idx.shape[0]
-    for o in range(outer):
-        for k in range(n_idx):
-            dst = (o * n_src + checked_index(idx[k], n_src)) * inner
-            src = (o * n_idx + k) * inner
-            for i in range(inner):
-                out[u(dst + i)] += g[u(src + i)]

@@ -5,14 +5,21 @@ Composed from Tensor ops, a layer norm is ~8 kernels and as many full-size tempo
 nodes per layer; fused, each reads its inputs once and writes its outputs once, and its backward uses what the
 forward saved (per-row mean and 1/std; the attention probabilities). `teenygrad.functional` exposes them as
 `F.linear`, `F.layer_norm`, ...; `F.unfused` swaps in the composed versions, so chapter 9 can measure what
-each fusion buys.
+each fusion buys. RMS norm's backward, attention's backward and the KV-cached attention are exercise 9's pieces:
+their kernels are defined inside them.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from teenygrad import autograd
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
+from teenygrad.kernels.fused import fast, parallel
+from teenygrad.kernels.jit import CHUNKS, parallel_pays, prange
+from teenygrad.kernels.matmul import matmul_tiled_into, tiled_buffers
 from teenygrad.ops.buffers import array, as_float, contiguous, detached, new
 from teenygrad.ops.matmul import matmul
 from teenygrad.tensor import Tensor, float32, ones, zeros
@@ -31,6 +38,9 @@ def _param(t: Tensor | None, n: int, fill: float, like: Tensor, name: str) -> Te
     if t.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},) for a last dim of {n}, got {t.shape}")
     return t if t.dtype == like.dtype else t.to(like.dtype)
+
+
+_COMPILED: dict[str, object] = {}  # the kernels of exercise 9's pieces below, compiled on their first call
 
 
 # ---- linear: y = x W^T + b ---------------------------------------------------------------------------------
@@ -109,11 +119,51 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
     return out
 
 
-def _rms_norm_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor]:
-    """With xhat = x * rstd:  dx = rstd (g w - xhat mean(g w xhat)),  dw = sum over rows of g xhat."""
+@exercise("09-gpt", "rms_norm_backward")
+def rms_norm_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor]:
+    """The backward rule of the op "rms_norm", y = x / sqrt(mean(x^2) + eps) * w over the last dim.
+
+    g: dL/dy, shaped like the input x (..., C). ctx holds what the forward saved: ctx.x, x as a contiguous
+    (R, C) tensor of its rows; ctx.w, the weight (C,) (ones when the norm has none); ctx.rstd (R,), each row's
+    1 / sqrt(mean(x^2) + eps); ctx.inputs, the op's inputs (x, weight). Returns (dx shaped like the input x,
+    dw of shape (C,)), in g's dtype."""
+    run = _COMPILED.get("rms_norm_backward")
+    if run is None:  # the kernels are defined here, so nothing else in the package computes this piece
+        @fast
+        def rms_norm_backward_serial(x, w, rstd, g, dx, dw, lo, hi):
+            """Rows lo..hi. With xhat = x rstd and gh = g w: dx = rstd (gh - xhat mean(gh xhat)), dw += sum g xhat."""
+            C = x.shape[1]
+            for r in range(lo, hi):
+                s = rstd[r]
+                bsum = 0.0
+                for c in range(C):
+                    xh = x[r, c] * s
+                    bsum += g[r, c] * w[c] * xh
+                    dw[c] += g[r, c] * xh
+                bsum /= C
+                for c in range(C):
+                    dx[r, c] = s * (g[r, c] * w[c] - x[r, c] * s * bsum)
+
+        @parallel
+        def rms_norm_backward_parallel(x, w, rstd, g, dx, dw):
+            """Partial sums of dw per chunk of rows, added up at the end (as in layer norm's backward)."""
+            R, C = x.shape
+            dw_parts = np.zeros((CHUNKS, C), dw.dtype)
+            for k in prange(CHUNKS):
+                rms_norm_backward_serial(x, w, rstd, g, dx, dw_parts[k], k * R // CHUNKS, (k + 1) * R // CHUNKS)
+            for k in range(CHUNKS):
+                for c in range(C):
+                    dw[c] += dw_parts[k, c]
+
+        def launch(x, w, rstd, g, dx, dw):
+            if parallel_pays(g.size):
+                rms_norm_backward_parallel(x, w, rstd, g, dx, dw)
+            else:
+                rms_norm_backward_serial(x, w, rstd, g, dx, dw, 0, x.shape[0])
+        run = _COMPILED["rms_norm_backward"] = launch
     g2, ga = _rows(g)
     dx, dw = new(g2.shape, g.dtype), zeros(g2.shape[1], dtype=g.dtype)
-    KERNELS["rms_norm_backward"](array(ctx.x), array(ctx.w), array(ctx.rstd), ga, array(dx), array(dw))
+    run(array(ctx.x), array(ctx.w), array(ctx.rstd), ga, array(dx), array(dw))
     return dx.reshape(ctx.inputs[0].shape), dw
 
 
@@ -135,32 +185,127 @@ def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
     return y
 
 
-def _attention_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
-    """With P the saved probabilities, per head: dP = g v^T, dv = P^T g, dS = P (dP - rowsum(dP P)) / sqrt(hs),
-    dq = dS k, dk = dS^T q; written into the head's columns of dqkv."""
+@exercise("09-gpt", "attention_backward")
+def attention_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """The backward rule of the op "attention" (`causal_self_attention`): from g = dL/dy (B, T, C) to
+    (dL/dqkv,), one tensor (B, T, 3C) in g's dtype. ctx holds what the forward saved: ctx.qkv, the
+    contiguous input (B, T, 3C) (q, k, v side by side, head h in columns h*hs:(h+1)*hs of each), and ctx.att,
+    the probabilities P (B, n_head, T, T) of every head (0 above the diagonal); hs = C / n_head."""
+    run = _COMPILED.get("attention_backward")
+    if run is None:  # the kernels are defined here, so nothing else in the package computes this piece
+        @fast
+        def softmax_causal_backward(p, dp, scale):
+            """dp <- scale * p * (dp - rowsum(dp * p)) in place (0 above the diagonal): from dL/dP to dL/dS."""
+            T = p.shape[0]
+            for i in range(T):
+                prow, drow = p[i, :i + 1], dp[i]
+                dot = 0.0
+                for j in range(prow.size):
+                    dot += drow[j] * prow[j]
+                for j in range(prow.size):
+                    drow[j] = scale * prow[j] * (drow[j] - dot)
+                for j in range(i + 1, T):
+                    drow[j] = 0
+
+        @fast
+        def attention_backward_serial(qkv, att, g, dqkv, lo, hi):
+            """Pairs bh = b * nh + h in lo..hi. With P the saved probabilities: dP = g v^T, dv = P^T g,
+            dS = P * (dP - rowsum(dP * P)) / sqrt(hs), dq = dS k, dk = dS^T q."""
+            B, T, C3 = qkv.shape
+            C = C3 // 3
+            nh = att.shape[1]
+            hs = C // nh
+            ds = np.empty((T, T), qkv.dtype)
+            bp, edge = tiled_buffers(ds, max(T, hs), max(T, hs))
+            for bh in range(lo, hi):
+                b, h = bh // nh, bh % nh
+                x, dx, p = qkv[b], dqkv[b], att[b, h]
+                gh = g[b, :, h * hs:(h + 1) * hs]                                  # (T, hs)
+                qc, kc, vc = h * hs, C + h * hs, 2 * C + h * hs                    # the head's first columns
+                matmul_tiled_into(gh, x[:, vc:vc + hs].T, ds, bp, edge, 1)               # dP = g v^T
+                matmul_tiled_into(p.T, gh, dx[:, vc:vc + hs], bp, edge, 3)               # dv = P^T g
+                softmax_causal_backward(p, ds, 1.0 / math.sqrt(hs))                      # dS, in place
+                matmul_tiled_into(ds, x[:, kc:kc + hs], dx[:, qc:qc + hs], bp, edge, 2)   # dq = dS k
+                matmul_tiled_into(ds.T, x[:, qc:qc + hs], dx[:, kc:kc + hs], bp, edge, 3) # dk = dS^T q
+
+        @parallel
+        def attention_backward_parallel(qkv, att, g, dqkv):
+            pairs = qkv.shape[0] * att.shape[1]
+            for k in prange(CHUNKS):
+                attention_backward_serial(qkv, att, g, dqkv, k * pairs // CHUNKS, (k + 1) * pairs // CHUNKS)
+
+        def launch(qkv, att, g, dqkv):
+            B, T, C3 = qkv.shape  # twice the forward's products
+            if parallel_pays(B * T * T * C3 // 3):
+                attention_backward_parallel(qkv, att, g, dqkv)
+            else:
+                attention_backward_serial(qkv, att, g, dqkv, 0, B * att.shape[1])
+        run = _COMPILED["attention_backward"] = launch
     dqkv = new(ctx.qkv.shape, g.dtype)
-    KERNELS["attention_backward"](array(ctx.qkv), array(ctx.att), array(contiguous(g)), array(dqkv))
+    run(array(ctx.qkv), array(ctx.att), array(contiguous(g)), array(dqkv))
     return (dqkv,)
 
 
+@exercise("09-gpt", "cached_attention")
 def cached_attention(qkv: Tensor, k_cache: np.ndarray, v_cache: np.ndarray, start: int, n_head: int) -> Tensor:
     """Causal self-attention of T new positions start..start+T-1 against a KV cache, for generation (no
-    gradient): qkv (B, T, 3C) -> (B, T, C). The new keys and values are written into k_cache, v_cache
-    (B, n_head, block_size, hs) at their positions; each query sees the positions up to its own."""
+    gradient): qkv (B, T, 3C) -> a new float32 Tensor (B, T, C). The new keys and values are written into k_cache,
+    v_cache (numpy float32 arrays (B, n_head, block_size, hs), changed in place) at their positions; each query
+    sees the positions up to its own. RuntimeError if qkv requires grad while recording is on; ValueError if
+    start + T exceeds the cache's block_size."""
     if qkv._requires_grad and autograd.grad_enabled:
         raise RuntimeError("cached_attention: generation only; run it under teenygrad.no_grad()")
     B, T, C3 = qkv.shape
     if start + T > k_cache.shape[2]:
         raise ValueError(f"cached_attention: positions up to {start + T} but the cache holds {k_cache.shape[2]}")
+    run = _COMPILED.get("cached_attention")
+    if run is None:  # the kernel is defined here, so nothing else in the package computes this piece
+        @fast
+        def attention_cached(qkv, kc, vc, start, nh, y):
+            """Write the T new keys and values into kc, vc at start..start+T-1, then let the query of
+            position p attend to the cached keys and values of positions 0..p."""
+            B, T, C3 = qkv.shape
+            C = C3 // 3
+            hs = C // nh
+            scale = 1.0 / math.sqrt(hs)
+            s = np.empty(start + T, qkv.dtype)
+            for b in range(B):
+                for h in range(nh):
+                    for t in range(T):
+                        for d in range(hs):
+                            kc[b, h, start + t, d] = qkv[b, t, C + h * hs + d]
+                            vc[b, h, start + t, d] = qkv[b, t, 2 * C + h * hs + d]
+                    keys, values = kc[b, h], vc[b, h]
+                    for t in range(T):
+                        n = start + t + 1  # positions 0..start+t are visible
+                        y_row = y[b, t]
+                        mx = -np.inf
+                        for j in range(n):
+                            acc = 0.0
+                            for d in range(hs):
+                                acc += qkv[b, t, h * hs + d] * keys[j, d]
+                            s[j] = acc * scale
+                            mx = max(mx, s[j])
+                        tot = 0.0
+                        for j in range(n):
+                            s[j] = math.exp(s[j] - mx)
+                            tot += s[j]
+                        for d in range(hs):
+                            y_row[h * hs + d] = 0.0
+                        for j in range(n):
+                            p = s[j] / tot
+                            for d in range(hs):
+                                y_row[h * hs + d] += p * values[j, d]
+        run = _COMPILED["cached_attention"] = attention_cached
     qkv = contiguous(detached(qkv), float32)
     y = new((B, T, C3 // 3), qkv.dtype)
-    KERNELS["attention_cached"](array(qkv), k_cache, v_cache, start, n_head, array(y))
+    run(array(qkv), k_cache, v_cache, start, n_head, array(y))
     return y
 
 
 RULES = {
     "linear": _linear_backward,            # dx = g W, dW = g^T x, db = sum of g
     "layer_norm": _layer_norm_backward,    # one kernel: dx, dw, db
-    "rms_norm": _rms_norm_backward,        # one kernel: dx, dw
-    "attention": _attention_backward,      # one kernel: dqkv
+    "rms_norm": rms_norm_backward,         # one kernel: dx, dw (a piece of exercise 9)
+    "attention": attention_backward,       # one kernel: dqkv (a piece of exercise 9)
 }

@@ -2,8 +2,8 @@
 
 Views (reshape, permute, expand, slicing: `teenygrad.tensor_views`) copy nothing; their rules move g back
 through the same index map. Indexing reads some elements many times or not at all, so its gradient
-*scatters*: each read adds its gradient where it read from (`scatter_add`, `index_add`, in
-`teenygrad.kernels.movement` beside their forward kernels).
+*scatters*: each read adds its gradient where it read from (`scatter_add`, in `teenygrad.kernels.movement`
+beside its forward kernel; `index_add`, index_select's, is a piece of exercise 8 with its kernel inside it).
 """
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from typing import Sequence
 from teenygrad import autograd
 from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
+from teenygrad.kernels.elementwise import u
+from teenygrad.kernels.jit import kernel
 from teenygrad.kernels.layout import normalize_axis, prod
+from teenygrad.kernels.movement import checked_index
 from teenygrad.ops.buffers import contiguous, copy_into, new, result_dtype
 from teenygrad.tensor import Tensor, int64, zeros
 from teenygrad.tensor_views import basic_index
@@ -91,13 +94,34 @@ def index_select(x: Tensor, axis: int, index: Tensor | Sequence[int]) -> Tensor:
     return out
 
 
+_COMPILED: dict[str, object] = {}  # the kernels of the pieces below, compiled on their first call
+
+
+@exercise("08-language-models", "index_add")
 def index_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
-    """Backward of index_select: zeros of `shape`, then out[..., index[k], ...] += g[..., k, ...]."""
+    """Backward of `index_select(x, axis, index)` (the embedding's gradient): a new tensor of `shape` (x's) and
+    g's dtype, zero except that slice `index[k]` along `axis` collects slice k of `g` along that axis, for every
+    k. `g` has shape shape[:axis] + index.shape + shape[axis+1:]; `index` is contiguous int64, any shape (read
+    flat), entries in [-shape[axis], shape[axis]) (negative counts from the end). An id read n times gets the
+    sum of its n gradients; a slice never read stays zero."""
     g = contiguous(g)
     out = zeros(shape, dtype=g.dtype)
-    if g.size:
-        KERNELS["index_add"](g._buf[g.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
-                             prod(shape[:axis]), shape[axis], prod(shape[axis + 1:]))
+    if not g.size:
+        return out
+    run = _COMPILED.get("index_add")
+    if run is None:  # the kernel is defined here, so nothing else in the package computes this piece
+        @kernel
+        def index_add_kernel(g, idx, out, outer, n_src, inner):
+            n_idx = idx.shape[0]
+            for o in range(outer):
+                for k in range(n_idx):
+                    dst = (o * n_src + checked_index(idx[k], n_src)) * inner
+                    src = (o * n_idx + k) * inner
+                    for i in range(inner):
+                        out[u(dst + i)] += g[u(src + i)]
+        run = _COMPILED["index_add"] = index_add_kernel
+    run(g._buf[g.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
+        prod(shape[:axis]), shape[axis], prod(shape[axis + 1:]))
     return out
 
 
