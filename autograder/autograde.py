@@ -26,6 +26,7 @@ import nbformat
 
 from autograder import course, judges, sandbox, speed
 from autograder.normalize import cap_outputs, normalize
+from teenygrad.edition import WITHHOLD_ENV
 from teenygrad.grading import GRADING_DIR_ENV
 
 KERNEL_NAME = "teenygrad-sandbox"
@@ -133,8 +134,10 @@ def _stopped_reason(status: dict, limits: Limits, log: str) -> str:
 
 
 def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str | None = None,
-             name: str = "sandbox", kernel: bool = True) -> tuple[Path, Path]:
-    """Write the kernelspec and sandbox spec for one submission; return (work folder, status file)."""
+             name: str = "sandbox", kernel: bool = True, edition: str | None = None) -> tuple[Path, Path]:
+    """Write the kernelspec and sandbox spec for one submission; return (work folder, status file).
+
+    `edition`: a learner's edition of teenygrad (`warm.learner_edition`), bound in place of the package."""
     root = os.geteuid() == 0
     uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per worker: no sharing
     box = private / name
@@ -153,7 +156,8 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str 
     spec = {
         "id": f"{os.getpid()}-{secrets.token_hex(4)}", "uid": uid, "work_dir": str(work), "home": str(work / "home"),
         "read_only": ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys", python_home, sys.prefix,
-                      str(course.REPO / "teenygrad")],
+                      *([] if edition else [str(course.REPO / "teenygrad")])],
+        "read_only_as": [[edition, str(course.REPO / "teenygrad")]] if edition else [],
         "env": {**grading_env, "NUMBA_CACHE_DIR": str(work / "numba-cache"), "MPLBACKEND": "Agg",
                 "OMP_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2", "PYTHONPATH": str(course.REPO),
                 "GOMP_SPINCOUNT": "10000"},  # idle OpenMP threads sleep soon: two jobs share the cores (tuning.py)
@@ -180,8 +184,13 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str 
 
 
 def grade_in_private_course(template: Path, assignment: str, student: str, notebook: Path,
-                            limits: Limits, keep: Path, numba_cache: str | None = None) -> Result:
-    """Grade `notebook` as `student`'s submission; leave the autograded notebook and result in `keep`."""
+                            limits: Limits, keep: Path, numba_cache: str | None = None,
+                            edition: str | None = None) -> Result:
+    """Grade `notebook` as `student`'s submission; leave the autograded notebook and result in `keep`.
+
+    The notebook runs on the learner's edition of teenygrad: the pieces of `assignment` are stubs (bound in
+    from `edition` when the sandbox can mount, withheld by TEENYGRAD_WITHHOLD in any case), so the package's
+    own answer can't be imported, subclassed or captured; only the learner's installed functions run there."""
     result = Result(assignment, student)
     source_nb = nbformat.read(template / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     parts = judges.load(assignment)
@@ -195,7 +204,9 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         released = nbformat.read(template / "release" / assignment / f"{assignment}.ipynb", as_version=4)
         fixed, result.notes = normalize(nbformat.read(notebook, as_version=4), source_nb, released)
         nbformat.write(fixed, sub / f"{assignment}.ipynb")
-        work, status_file = _sandbox(private, {GRADING_DIR_ENV: ""}, limits, numba_cache)
+        withhold = {WITHHOLD_ENV: assignment}
+        work, status_file = _sandbox(private, {GRADING_DIR_ENV: "", **withhold}, limits, numba_cache,
+                                     edition=edition)
         mounts.callback(sandbox.unmount, work)
         mounts.callback(sandbox.unmount, work / "grading")
         grading_dir = work / "grading"
@@ -222,7 +233,9 @@ def grade_in_private_course(template: Path, assignment: str, student: str, noteb
         verdicts = judges.judge(parts, drawn, grading_dir)
 
         def speed_box(name: str) -> tuple[Path, dict]:  # a sandbox like the kernel's, for a timing harness
-            speed_work, speed_status = _sandbox(private, {}, limits, numba_cache, name=name, kernel=False)
+            learner = name != "speed-reference"  # the reference kernel runs on the book's teenygrad
+            speed_work, speed_status = _sandbox(private, withhold if learner else {}, limits, numba_cache, name=name,
+                                                kernel=False, edition=edition if learner else None)
             mounts.callback(sandbox.unmount, speed_work)
             mounts.callback(sandbox.unmount, speed_work / "grading")
             return speed_status.parent, json.loads((speed_status.parent / "spec.json").read_text())

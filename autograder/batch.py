@@ -24,14 +24,14 @@ def submissions(root: Path, assignment: str) -> dict[str, Path]:
 
 
 def _grade_one(template: Path, assignment: str, student: str, notebook: Path, limits: Limits,
-               scratch: Path, numba_cache: Path | None = None) -> tuple[Result, Path]:
+               scratch: Path, numba_cache: Path | None = None, edition: Path | None = None) -> tuple[Result, Path]:
     """Run the worker for one submission; a worker that crashes or hangs becomes a recorded outcome."""
     job_dir = scratch / student
     keep = job_dir / "keep"
     job_dir.mkdir(parents=True)
     job = {"template": str(template), "assignment": assignment, "student": student, "notebook": str(notebook),
            "keep": str(keep), "limits": dataclasses.asdict(limits),
-           "numba_cache": str(numba_cache) if numba_cache else None}
+           "numba_cache": str(numba_cache) if numba_cache else None, "edition": str(edition) if edition else None}
     (job_dir / "job.json").write_text(json.dumps(job))
     proc = subprocess.Popen([sys.executable, "-m", "autograder.worker", str(job_dir / "job.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -71,9 +71,11 @@ def grade_all(root: Path, assignment: str, db_url: str | None = None, jobs: int 
         scratch = Path(tmp)
         template = course.template(assignment)  # copied into a private course per submission
         numba_cache = warm.numba_cache(log=lambda m: print(m, file=sys.stderr)) if todo else None
+        edition = warm.learner_edition(assignment) if todo else None  # the exercise's pieces are stubs there
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, \
                 tqdm(total=len(todo), unit="notebook", disable=not progress or not todo, file=sys.stderr) as bar:
-            futures = {pool.submit(_grade_one, template, assignment, s, nb, limits, scratch / "jobs", numba_cache): s
+            futures = {pool.submit(_grade_one, template, assignment, s, nb, limits, scratch / "jobs", numba_cache,
+                                   edition): s
                        for s, nb in todo.items()}
             for future in as_completed(futures):
                 student = futures[future]

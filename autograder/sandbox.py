@@ -136,6 +136,11 @@ def _build_root(spec: dict) -> Path:
             inside.mkdir(parents=True, exist_ok=True)
             _mount(path, str(inside), None, MS_BIND | MS_REC)
             _mount("none", str(inside), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    for source, target in spec.get("read_only_as", []):  # a folder bound where another was: the learner's edition
+        inside = root / target.lstrip("/")
+        inside.mkdir(parents=True, exist_ok=True)
+        _mount(source, str(inside), None, MS_BIND | MS_REC)
+        _mount("none", str(inside), None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
     (root / "dev").mkdir(exist_ok=True)
     _mount("/dev", str(root / "dev"), None, MS_BIND | MS_REC)  # /dev/null, /dev/urandom
     _mount("tmpfs", str(root / "dev" / "shm"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")

@@ -1,4 +1,5 @@
-"""A warm numba cache for the sandboxes, so a learner's notebook doesn't recompile all of teenygrad.
+"""What the sandboxes start from, prepared once per version of teenygrad's source: a warm numba cache, so a
+learner's notebook doesn't recompile all of teenygrad, and the learner's edition each exercise is graded on.
 
 Each sandbox gets a numba cache of its own (nothing one submission compiles can reach another), but
 starting it empty would make every submission spend tens of seconds compiling teenygrad's kernels. So,
@@ -8,6 +9,7 @@ of that folder. Only teenygrad's own code is compiled here, never a solution.
 """
 from __future__ import annotations
 
+import compileall
 import hashlib
 import os
 import shutil
@@ -51,4 +53,30 @@ def numba_cache(log=None) -> Path | None:
         building.rename(done)
     except OSError:  # another grader finished first
         shutil.rmtree(building, ignore_errors=True)
+    return done
+
+
+def learner_edition(assignment: str) -> Path:
+    """teenygrad with the pieces of `assignment` stubbed (`teenygrad.edition`), built once per source version.
+
+    The grader binds it, read-only, where the package is in the sandbox: the book's answers to the exercise
+    being graded are not on the sandbox's disk at all. Every other exercise's pieces are the book's, so a part
+    may build on earlier chapters. Unchanged files keep their times, so the warm numba cache stays valid."""
+    from teenygrad import edition
+
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "teenygrad" / "editions"
+    done = cache_root / _key() / assignment / "teenygrad"
+    if done.is_dir():
+        return done
+    cache_root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_root))
+    package = edition.build_learner(building, frozenset([assignment]), package=course.REPO / "teenygrad")
+    compileall.compile_dir(package, quiet=1)  # the sandbox's package folder is read-only: no .pyc written there
+    os.chmod(building, 0o755)
+    done.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        package.rename(done)
+    except OSError:  # another grader finished first
+        pass
+    shutil.rmtree(building, ignore_errors=True)
     return done

@@ -35,7 +35,8 @@ def run(job: dict) -> Result:
         keep.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, normalized)
         result = grade_in_private_course(Path(job["template"]), assignment, student, normalized,
-                                         Limits(**job["limits"]), keep, job.get("numba_cache"))
+                                         Limits(**job["limits"]), keep, job.get("numba_cache"),
+                                         job.get("edition"))
     except BadNotebookError as e:
         source = nbformat.read(Path(job["template"]) / "source" / assignment / f"{assignment}.ipynb", as_version=4)
         reason = str(e).replace(f"{notebook}: ", "")

@@ -59,12 +59,17 @@ def todo(assignment: str, part: str) -> str:
             f"once `make check NB=exercises/{assignment}.ipynb` passes the part, `TEENYGRAD=mine` runs it here.")
 
 
-def exercise(assignment: str, part: str) -> Callable[[F], F]:
+def exercise(assignment: str, part: str, kernel: bool = False) -> Callable[[F], F]:
     """Mark a function as part `part` of exercise `assignment` (see the module docstring).
 
     The marked function runs unchanged until a learner's function is installed for it. The wrapper costs one
-    dictionary lookup per call."""
+    dictionary lookup per call. `kernel=True` marks a numba kernel that the part's Python-level function
+    launches (and other kernels may call; it must return nothing, writing its results into arrays): it is not
+    wrapped, only stubbed in the learner's edition, so that the book's kernel can't answer the part there
+    either; the learner installs the Python-level function."""
     def mark(fn: F) -> F:
+        if kernel:
+            return fn
         key = (assignment, part, fn.__name__)
 
         def piece(*args: Any, **kwargs: Any) -> Any:
@@ -92,15 +97,16 @@ class Piece:
     qualname: str  # unbroadcast, or Class.method
     path: Path
     line: int      # the `def` line
+    kernel: bool = False  # a numba kernel behind the part's Python-level piece: stubbed, never installed
 
     @property
     def name(self) -> str:
         return self.qualname.rsplit(".", 1)[-1]
 
 
-def _marks(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef, str, str, str]]:
-    """(function node, qualname, assignment, part) of every @exercise(...) function in a module's tree."""
-    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[ast.FunctionDef, str, str, str]]:
+def _marks(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef, str, str, str, bool]]:
+    """(function node, qualname, assignment, part, kernel) of every @exercise(...) function in a module."""
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[ast.FunctionDef, str, str, str, bool]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef):
                 yield from walk(child, prefix + child.name + ".")
@@ -109,7 +115,8 @@ def _marks(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef, str, str, str]]:
                     if (isinstance(deco, ast.Call) and getattr(deco.func, "id", getattr(deco.func, "attr", None))
                             == "exercise" and len(deco.args) == 2
                             and all(isinstance(a, ast.Constant) for a in deco.args)):
-                        yield child, prefix + child.name, deco.args[0].value, deco.args[1].value
+                        kernel = any(k.arg == "kernel" and getattr(k.value, "value", False) for k in deco.keywords)
+                        yield child, prefix + child.name, deco.args[0].value, deco.args[1].value, kernel
     yield from walk(tree, "")
 
 
@@ -123,8 +130,8 @@ def pieces(package: Path = PACKAGE) -> list[Piece]:
         if "@exercise(" not in source:
             continue
         module = ".".join(("teenygrad", *path.relative_to(package).with_suffix("").parts))
-        for node, qualname, assignment, part in _marks(ast.parse(source)):
-            found.append(Piece(assignment, part, module, qualname, path, node.lineno))
+        for node, qualname, assignment, part, kernel in _marks(ast.parse(source)):
+            found.append(Piece(assignment, part, module, qualname, path, node.lineno, kernel))
     return sorted(found, key=lambda p: (p.assignment, p.part, p.module, p.line))
 
 
@@ -141,7 +148,7 @@ def parts(assignment: str) -> dict[str, list[Piece]]:
 
 def install(assignment: str, part: str, *fns: Callable[..., Any], origin: str = "this process") -> None:
     """From now on, the package's piece(s) of `part` run `fns` (matched by function name)."""
-    want = parts(assignment).get(part)
+    want = [p for p in parts(assignment).get(part, []) if not p.kernel]
     if not want:
         known = ", ".join(parts(assignment)) or "none"
         raise KeyError(f"exercise {assignment} has no part {part!r} in teenygrad (its parts: {known})")
@@ -201,7 +208,7 @@ def load_mine(folder: Path | None = None) -> list[tuple[str, str]]:
                                      "__file__": str(path)}
         exec(compile(path.read_text(), str(path), "exec"), namespace)  # the learner's own code, run as a script
         for part in namespace.get("PARTS", []):
-            names = [p.name for p in parts(assignment).get(part, [])]
+            names = [p.name for p in parts(assignment).get(part, []) if not p.kernel]
             missing = [n for n in names if n not in namespace]
             if not names or missing:
                 print(f"teenygrad: {path} lists part {part!r} but does not define {', '.join(missing) or 'it'}; "
@@ -223,18 +230,20 @@ def table() -> list[tuple[str, str, str, str]]:
 def stubbed_source(source: str, assignments: frozenset[str] | None = None) -> str:
     """`source` with the body of every marked function (of `assignments`, default all) replaced by a stub.
 
-    The signature, the decorator and the docstring stay: they are the contract the exercise states."""
+    The signature, the decorator and the docstring stay: they are the contract the exercise states. A marked
+    kernel's stub raises too: numba compiles a raise with a constant message, so kernels calling it still do."""
     lines = source.splitlines(keepends=True)
     edits = []
-    for node, _qualname, assignment, part in _marks(ast.parse(source)):
+    for node, _qualname, assignment, part, _kernel in _marks(ast.parse(source)):
         if assignments is not None and assignment not in assignments:
             continue
         body = node.body
         first = body[1] if (len(body) > 1 and isinstance(body[0], ast.Expr)
                             and isinstance(getattr(body[0], "value", None), ast.Constant)
                             and isinstance(body[0].value.value, str)) else body[0]
-        indent = " " * first.col_offset
-        stub = f"{indent}raise NotImplementedError({todo(assignment, part)!r})\n"
+        # what precedes the body on its first line: indentation, or `def f(x):` for a one-line function
+        prefix = lines[first.lineno - 1][:first.col_offset]
+        stub = f"{prefix}raise NotImplementedError({todo(assignment, part)!r})\n"
         edits.append((first.lineno - 1, node.end_lineno, stub))
     for start, end, stub in sorted(edits, reverse=True):
         lines[start:end] = [stub]
