@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv book check-book test lint lab check exercises clean
+.PHONY: help venv book check-book test lint lab check exercises mine learner capstone clean
 
 help:
 	@echo "make book        build the HTML book into book/_build/html (executes the chapters)"
@@ -16,6 +16,9 @@ help:
 	@echo "make lab         open the exercises in JupyterLab"
 	@echo "make check NB=exercises/01-regression.ipynb   grade one notebook"
 	@echo "make exercises   regenerate exercises/ from solutions/ (nbgrader)"
+	@echo "make mine        which pieces of teenygrad are yours (recorded in mine/ by make check), which the book's"
+	@echo "make learner     write the learner's edition of teenygrad (the exercises' pieces are stubs) to build/learner"
+	@echo "make capstone    train the GPT on your pieces, graded by the loss reached (~10 min; QUICK=1: under a minute)"
 
 venv: $(STAMP)
 
@@ -49,6 +52,15 @@ check: $(STAMP)
 
 exercises: $(STAMP)
 	$(BIN)/python -m autograder release
+
+mine: $(STAMP)
+	@$(BIN)/python -W ignore::RuntimeWarning -m teenygrad.edition
+
+learner: $(STAMP)
+	$(BIN)/python -W ignore::RuntimeWarning -m teenygrad.edition learner build/learner
+
+capstone: $(STAMP)
+	$(BIN)/python -m autograder capstone $(if $(QUICK),--quick)
 
 clean:
 	rm -rf book/_build book/chapters book/exercises

@@ -1,6 +1,8 @@
 """The autograder's command line: `python -m autograder COMMAND --help`.
 
-Learner:     check NOTEBOOK                 grade one notebook, print points per part, write feedback HTML
+Learner:     check NOTEBOOK                 grade one notebook, print points per part, write feedback HTML,
+                                            record the passed parts' code in mine/ (--no-mine: don't)
+             capstone [--quick]             train the GPT on your pieces (mine/), graded by the loss reached
 Instructor:  setup ASSIGNMENT               prepare a course folder (and nbgrader's exchange config)
              collect SOURCE -a ASSIGNMENT   take a class's submissions (folders or a platform's zip)
              grade ASSIGNMENT [--jobs N]     grade them all (resumes; --force regrades)
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -69,10 +72,62 @@ def cmd_check(args: argparse.Namespace) -> int:
             feedback.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(pages[0], feedback)
             result.feedback = str(feedback)
+        graded = root / "autograded" / "learner" / found / f"{found}.ipynb"
+        recorded = "not recorded (--no-mine)" if args.no_mine else _record_mine(graded, result, str(path))
     if args.json:
-        print(json.dumps({k: v for k, v in result.to_json().items() if k not in ("sha256",)}))
+        print(json.dumps({**{k: v for k, v in result.to_json().items() if k not in ("sha256",)}, "mine": recorded}))
     else:
         _print_table(result)
+        print(f"mine: {recorded}")
+    return 0
+
+
+def _record_mine(graded: Path, result, origin: str) -> str:
+    """Record the parts that scored full marks in mine/ (autograder/mine.py); the line saying what it holds."""
+    from autograder import mine
+
+    passed = [p.name for p in result.parts if p.max_score > 0 and p.score >= p.max_score]
+    failed = [p.name for p in result.parts if p.name not in passed]
+    try:
+        nb = read_notebook(graded)
+        return mine.record(nb, result.assignment, passed, failed, origin=origin).line()
+    except (OSError, BadNotebookError) as e:  # grading went fine; say why the record did not
+        return f"could not record your passed parts in {mine.edition.mine_dir()}: {e}"
+
+
+def cmd_capstone(args: argparse.Namespace) -> int:
+    """Train chapter 9's GPTs on a learner's pieces (mine/, or a course learner's graded parts) and grade them."""
+    # the judge's numpy forward pass: one BLAS thread is several times faster than two on a busy 2-core machine
+    # (numpy is not imported yet here; the sandboxed training does not inherit this)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from autograder import capstone
+    from teenygrad import edition
+
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    with tempfile.TemporaryDirectory(prefix="teenygrad-capstone-mine-") as tmp:
+        if args.learner or args.course:
+            if not (args.learner and args.course):
+                raise BadNotebookError("--course and --learner go together: whose graded work, in which course")
+            folder = Path(tmp)
+            try:
+                for line in capstone.mine_from_course(Path(args.course), args.learner, folder):
+                    log(f"mine: {line}")
+            except FileNotFoundError as e:
+                raise BadNotebookError(str(e)) from None
+        else:
+            folder = Path(args.mine) if args.mine else edition.mine_dir()
+            if args.mine and not folder.is_dir():
+                raise BadNotebookError(f"{folder}: no such folder (the pieces `check` recorded are in "
+                                       f"{edition.mine_dir()})")
+        if not capstone.recorded_parts(folder):
+            log(f"mine: no pieces of yours in {folder} yet: the run uses the book's teenygrad throughout "
+                "(`make check NB=...` records the parts you pass)")
+        log(f"training chapter 9's GPTs on your pieces in a sandbox ({'quick' if args.quick else 'full'} form)...")
+        report = capstone.grade(folder, "quick" if args.quick else "full", log=log)
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        capstone.print_report(report)
     return 0
 
 
@@ -171,7 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", help="which exercise it is (default: read from the notebook)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--feedback", metavar="HTML", help="where to write the feedback (default: NOTEBOOK.feedback.html)")
+    p.add_argument("--no-mine", action="store_true", help="do not record the passed parts in mine/ "
+                   "(by default their code goes to mine/NN-name.py, which TEENYGRAD=mine runs)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("capstone", help="train the GPT on your pieces of teenygrad, graded by the loss reached",
+                       description="Chapter 9's names GPT and Shakespeare GPT, trained in the grading sandbox with "
+                       "every piece recorded in mine/ swapped in; the grader computes the held-out losses itself. "
+                       "Points: 4 names GPT in its band, 4 Shakespeare GPT in its band, 2 x the share of pieces "
+                       "that are yours.")
+    p.add_argument("--quick", action="store_true", help="the short form (about 30 s; the full form takes ~10 min)")
+    p.add_argument("--mine", metavar="DIR", help="the pieces to use (default: $TEENYGRAD_MINE, else mine/)")
+    p.add_argument("--course", metavar="DIR", help="an instructor's course: use --learner's graded submissions")
+    p.add_argument("--learner", metavar="ID", help="with --course: whose pieces (parts with full marks)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.set_defaults(func=cmd_capstone)
 
     p = sub.add_parser("setup", help="prepare a course folder for an assignment",
                        description="Create or update a course folder for nbgrader: the assignment's source, "

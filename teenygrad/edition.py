@@ -206,7 +206,13 @@ def load_mine(folder: Path | None = None) -> list[tuple[str, str]]:
         assignment = path.stem
         namespace: dict[str, Any] = {"__name__": f"teenygrad_mine_{assignment.replace('-', '_')}",
                                      "__file__": str(path)}
-        exec(compile(path.read_text(), str(path), "exec"), namespace)  # the learner's own code, run as a script
+        try:
+            exec(compile(path.read_text(), str(path), "exec"), namespace)  # the learner's own code, run as a script
+        except Exception as e:  # one broken file must not stop `import teenygrad`: say so, use the book's
+            print(f"teenygrad: {path} could not be loaded ({type(e).__name__}: {e}); the book's pieces of "
+                  f"{assignment} are used. Check the notebook again, or move the file out of {folder}.",
+                  file=sys.stderr)
+            continue
         for part in namespace.get("PARTS", []):
             names = [p.name for p in parts(assignment).get(part, []) if not p.kernel]
             missing = [n for n in names if n not in namespace]

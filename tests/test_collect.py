@@ -174,7 +174,7 @@ def test_any_sqlalchemy_url_holds_the_gradebook(tmp_path):
     assert "ann,01-regression,7,7" in csv_text
 
 
-@pytest.mark.parametrize("command", ["check", "collect", "grade", "feedback", "export", "release"])
+@pytest.mark.parametrize("command", ["check", "capstone", "collect", "grade", "feedback", "export", "release"])
 def test_every_command_has_help(command):
     proc = autograder(command, "--help", check=True)
     assert "usage: python -m autograder " + command in proc.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from teenygrad import autograd
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import normalize_axis, prod
 from teenygrad.ops.buffers import contiguous, copy_into, new, result_dtype
@@ -17,6 +18,7 @@ from teenygrad.tensor import Tensor, int64, zeros
 from teenygrad.tensor_views import basic_index
 
 
+@exercise("06-tensor-autograd", "unbroadcast")
 def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum `grad`, the gradient of a broadcast result, back down to an input's `shape`.
 

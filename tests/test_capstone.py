@@ -1,0 +1,145 @@
+"""The capstone (autograder/capstone.py): chapter 9's GPTs trained on the learner's pieces, graded by the grader's
+own numpy forward pass. The quick form runs here (three runs of about 30 s); the full form is
+`make capstone` (its figures are chapter 9's, which the book build checks: tests/test_chapter9.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import teenygrad as tg
+from autograder import capstone, mine
+from autograder.autograde import PartResult, Result
+from autograder.judges import capstone as judge
+from teenygrad import edition
+from teenygrad.gpt import GPT, GPTConfig
+
+from conftest import REPO
+
+QUICK = capstone.FORMS["quick"]
+FULL = capstone.FORMS["full"]
+
+
+# --- the judge's forward pass against teenygrad's GPT ------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg", [judge.NAMES_CFG, judge.shakespeare_cfg(11),
+                                 GPTConfig(vocab_size=7, block_size=5, n_layer=2, n_head=2, n_embd=6, norm="rms",
+                                           act="gelu", bias=True, tie_weights=False)],
+                         ids=["names", "shakespeare", "rms-gelu-bias"])
+def test_numpy_forward_matches_teenygrads_gpt(cfg):
+    rng = np.random.default_rng(cfg.n_embd)
+    model = GPT(cfg).to(tg.float64)
+    params = {name: rng.normal(scale=0.3, size=p.shape) for name, p in model.state_dict().items()}
+    model.load_state_dict(params)
+    assert judge.expected_shapes(cfg) == {k: v.shape for k, v in params.items()}
+    idx = rng.integers(0, cfg.vocab_size, size=(3, cfg.block_size))
+    targets = rng.integers(0, cfg.vocab_size, size=(3, cfg.block_size))
+    want, loss = model(tg.tensor(idx), tg.tensor(targets))
+    np.testing.assert_allclose(judge.logits(params, cfg, idx), want.numpy(), rtol=1e-9, atol=1e-9)
+    assert judge.cross_entropy_sum(judge.logits(params, cfg, idx), targets) / targets.size == pytest.approx(
+        loss.item(), rel=1e-9)
+    assert judge.check_parameters(params, cfg) is None
+
+
+def test_parameters_that_are_not_the_gpts_are_refused():
+    rng = np.random.default_rng(0)
+    params = {k: rng.normal(size=s) for k, s in judge.expected_shapes(judge.NAMES_CFG).items()}
+    assert "missing" in judge.check_parameters({k: v for k, v in params.items() if k != "head.weight"},
+                                               judge.NAMES_CFG)
+    assert "shape" in judge.check_parameters({**params, "wte.weight": np.zeros((3, 3))}, judge.NAMES_CFG)
+    assert "not finite" in judge.check_parameters({**params, "wte.weight": params["wte.weight"] * np.nan},
+                                                  judge.NAMES_CFG)
+
+
+def test_the_full_forms_figures_are_chapter_9s():
+    from test_chapter9 import FULL_NAMES_LOSS, FULL_VAL_LOSS
+
+    assert FULL.names_loss == pytest.approx(FULL_NAMES_LOSS, abs=0.005)
+    assert FULL.shakespeare_loss == pytest.approx(FULL_VAL_LOSS, abs=0.005)
+    assert (FULL.names_steps, FULL.shakespeare_steps, FULL.warmup, FULL.val_batches) == (1000, 2000, 100, 50)
+    assert FULL.tolerance == 0.05 and QUICK.names_steps == FULL.names_steps
+
+
+# --- the quick capstone, run as a learner runs it -----------------------------------------------------------------
+
+def run_capstone(folder: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "autograder", "capstone", "--quick", "--mine", str(folder), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def in_band(loss: float | None, target: float) -> bool:
+    return loss is not None and abs(loss - target) <= QUICK.tolerance
+
+
+def test_the_solutions_as_mine_reach_the_band_and_every_piece_is_theirs(tmp_path):
+    if not edition.pieces():
+        pytest.skip("no function of teenygrad is marked as an exercise's piece yet")
+    mine.record_solutions(tmp_path)
+    report = run_capstone(tmp_path)
+    assert not report["problems"], report["problems"]
+    assert report["rows"] and all(r["whose"] == "yours" for r in report["rows"])
+    assert in_band(report["names_loss"], QUICK.names_loss) and in_band(report["shakespeare_loss"], QUICK.shakespeare_loss)
+    assert report["score"] == report["max_score"] == 10
+    assert any(r["calls"] > 0 for r in report["rows"])  # the training really went through the pieces
+
+
+def test_an_empty_mine_is_the_books_teenygrad(tmp_path):
+    report = run_capstone(tmp_path)
+    assert not report["problems"] and all(r["whose"] == "the book's" for r in report["rows"])
+    # the quick form's figures are what the book's own pieces reach, to the grader's rounding
+    assert report["names_loss"] == pytest.approx(QUICK.names_loss, abs=0.002)
+    assert report["shakespeare_loss"] == pytest.approx(QUICK.shakespeare_loss, abs=0.002)
+    assert report["points"] == {"names": 4.0, "shakespeare": 4.0, "pieces": 0.0}
+
+
+WRONG_UNBROADCAST = """
+import teenygrad as tg
+
+
+def unbroadcast(grad, shape):  # wrong: the gradient of a broadcast input is dropped
+    return tg.zeros(shape, dtype=grad.dtype)
+
+
+PARTS = ["unbroadcast"]
+"""
+
+
+def test_a_wrong_piece_misses_the_band(tmp_path):
+    if "unbroadcast" not in edition.parts("06-tensor-autograd"):
+        pytest.skip("06-tensor-autograd's unbroadcast is not a piece (pick another piece the GPT's training uses)")
+    (tmp_path / "06-tensor-autograd.py").write_text(WRONG_UNBROADCAST)
+    report = run_capstone(tmp_path)
+    row = next(r for r in report["rows"] if r["part"] == "unbroadcast")
+    assert row["whose"] == "yours" and row["calls"] > 0
+    assert not in_band(report["names_loss"], QUICK.names_loss)
+    assert not in_band(report["shakespeare_loss"], QUICK.shakespeare_loss)
+    assert report["points"]["names"] == report["points"]["shakespeare"] == 0
+
+
+# --- an instructor's view: a learner's graded submissions -----------------------------------------------------------
+
+def test_mine_from_a_course_takes_the_parts_with_full_marks(tmp_path, monkeypatch):
+    assignment = "01-regression"
+    nb = nbformat.read(REPO / "solutions" / f"{assignment}.ipynb", as_version=4)
+    parts = list(mine.notebook_cells(nb)[1])
+    pieces = {p: [edition.Piece(assignment, p, "teenygrad.fake", p, Path("fake.py"), 1)] for p in parts}
+    monkeypatch.setattr(mine.edition, "parts", lambda a: pieces if a == assignment else {})
+    graded = tmp_path / "course" / "autograded" / "ann" / assignment
+    graded.mkdir(parents=True)
+    nbformat.write(nb, graded / f"{assignment}.ipynb")
+    result = Result(assignment, "ann", parts=[PartResult(p, 1.0 if i % 2 == 0 else 0.0, 1.0)
+                                              for i, p in enumerate(parts)])
+    (graded / "result.json").write_text(json.dumps(result.to_json()))
+    lines = capstone.mine_from_course(tmp_path / "course", "ann", tmp_path / "mine")
+    assert len(lines) == 1 and "ann's 01-regression" in (tmp_path / "mine" / f"{assignment}.py").read_text()
+    assert list(mine.read_mine(tmp_path / "mine" / f"{assignment}.py")) == ["setup", *parts[::2]]
+    with pytest.raises(FileNotFoundError, match="no graded submissions of learner 'bob'"):
+        capstone.mine_from_course(tmp_path / "course", "bob", tmp_path / "mine2")
