@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import inspect
 import os
 import shutil
 import sys
@@ -82,6 +83,7 @@ def exercise(assignment: str, part: str, kernel: bool = False) -> Callable[[F], 
 
         functools.update_wrapper(piece, fn)
         del piece.__wrapped__  # the book's body is not handed out through the wrapper
+        piece.__signature__ = inspect.signature(fn)  # but its contract is: help() and inspect show the parameters
         piece.__teenygrad_piece__ = key
         return piece  # type: ignore[return-value]
     return mark
