@@ -154,9 +154,10 @@ def _check_tile(case: Case, got: tuple) -> str | None:
 
 
 SPEED_SIZE = 320  # large enough that the pipe's transfer of the matrices does not hide the kernel's speed
-SPEEDUP = 4.0  # the learner's tile kernel over the whole matrix must be this many times faster than the naive one
+SPEEDUP = 3.0  # the learner's tile kernel over the whole matrix must be this many times faster than the naive one
 # (measured by the grader's harness at 320: a vectorised i-k-j loop ~15x, the same loop whose inner index numba
-# cannot prove non-negative ~1.4x)
+# cannot prove non-negative ~1.4x; on a grading machine busy with two other notebooks the fast one still
+# measured 4x, so 3 leaves room both ways)
 
 
 def _speed_arguments(rng: np.random.Generator) -> tuple:
