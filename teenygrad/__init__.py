@@ -3,7 +3,7 @@
 Importing it changes nothing in your process (no environment variable, no allocator setting); for training
 speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's modules:
 
-    1  datasets                               the book's data sets, with their credits
+    1  datasets, regression                   the book's data sets, with their credits; fitting a linear model
     2  tensor, tensor_views, ops              the Tensor, its views, and the op layer that runs every op
     3  kernels                                numba kernels and their registry (`kernels.use`, `kernels.kernel`)
     4  classification, preprocessing         one-hot labels, accuracy, bag of words, feature scaling
@@ -16,7 +16,7 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
 """
 import os as _os
 
-from teenygrad import datasets, kernels
+from teenygrad import datasets, kernels, regression
 from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, float32, float64, full, int64, manual_seed, ones,
                               rand, randn, stack, tensor, zeros)
 from teenygrad import ops
@@ -39,7 +39,7 @@ if _os.environ.get(edition.EDITION_ENV) == "mine":  # opted in: the learner's pi
 
 __all__ = [
     # chapter 1
-    "datasets",
+    "datasets", "regression",
     # chapter 2: the Tensor and its ops
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "cat", "stack",
     "cross_entropy", "float32", "float64", "int64", "ops",

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.kernels.layout import contiguous_strides, normalize_axis, prod, shape_args, view_strides
 
 
@@ -147,39 +148,51 @@ class TensorViews:
 
 
 def basic_index(t: TensorViews, key: tuple) -> TensorViews:
-    """Resolve ints, slices, None and Ellipsis into a view: walk the key, consuming one axis per int/slice."""
+    """t[key] for a key of ints, slices, None and Ellipsis: a view (see `index_view`)."""
+    shape, strides, offset = index_view(t.shape, t.strides, t.offset, key)
+    return t._make(t._buf, shape, strides, offset)
+
+
+@exercise("02-tensors", "index_view")
+def index_view(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+               key: tuple) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The (shape, strides, offset) of t[key], for t with (shape, strides, offset) and a key of ints, slices,
+    None (a new axis of size 1) and at most one Ellipsis (every axis the rest of the key leaves): walk the key,
+    consuming one axis per int or slice; the axes after the key are kept whole. An int i picks index i (from the
+    end when negative) and drops the axis; it must satisfy -n <= i < n (IndexError otherwise). A slice keeps
+    `range(*k.indices(n))` of the axis: the offset moves to its first index (not when it is empty) and the
+    stride is multiplied by its step. More ints and slices than axes, or two Ellipsis, raise IndexError."""
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if consumed > t.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
+    ndim = len(shape)
+    if consumed > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    shape, strides, offset, d = [], [], t.offset, 0
+    new_shape, new_strides, d = [], [], 0
     for k in key:
         if k is None:
-            shape.append(1)
-            strides.append(0)
+            new_shape.append(1)
+            new_strides.append(0)
         elif k is Ellipsis:
-            for _ in range(t.ndim - consumed):
-                shape.append(t.shape[d])
-                strides.append(t.strides[d])
+            for _ in range(ndim - consumed):
+                new_shape.append(shape[d])
+                new_strides.append(strides[d])
                 d += 1
         elif isinstance(k, slice):
-            start, stop, step = k.indices(t.shape[d])
+            start, stop, step = k.indices(shape[d])
             n = len(range(start, stop, step))
             if n:
-                offset += start * t.strides[d]
-            shape.append(n)
-            strides.append(t.strides[d] * step)
+                offset += start * strides[d]
+            new_shape.append(n)
+            new_strides.append(strides[d] * step)
             d += 1
         else:
             try:
                 i = operator.index(k)
             except TypeError:
                 raise TypeError(f"unsupported index {k!r} of type {type(k).__name__}") from None
-            if not -t.shape[d] <= i < t.shape[d]:
-                raise IndexError(f"index {i} is out of bounds for axis {d} with size {t.shape[d]}")
-            offset += (i % t.shape[d]) * t.strides[d]
+            if not -shape[d] <= i < shape[d]:
+                raise IndexError(f"index {i} is out of bounds for axis {d} with size {shape[d]}")
+            offset += (i % shape[d]) * strides[d]
             d += 1
-    shape += t.shape[d:]
-    strides += t.strides[d:]
-    return t._make(t._buf, tuple(shape), tuple(strides), offset)
+    return tuple(new_shape) + tuple(shape[d:]), tuple(new_strides) + tuple(strides[d:]), offset

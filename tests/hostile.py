@@ -234,12 +234,13 @@ EXPECTED = {
 }
 
 
-# ---- exercise 3's speed point (8 points: relu 2, sum 2, blocked matmul 3, faster than naive 1) ---------------
+# ---- exercise 3's speed point (8 points: sum 2, blocked launcher 3, fast tile kernel 3) ------------------------
 
 KERNELS = "03-kernels"
-KERNEL_PARTS = ["relu_kernel", "sum_kernel", "blocked_matmul", "blocked_is_faster"]
-# a naive kernel with a clock that runs 20 times slower while "its" kernel is timed: the notebook's own
-# timings say 20x faster than naive, and the grader's own timing says about 1x
+KERNEL_PARTS = ["sum_rows", "matmul_blocked", "matmul_tile"]
+# a tile kernel that is right to the last bit but slow (its inner index is not provably non-negative, so it does
+# not vectorise), with a clock that runs 20 times slower while "its" kernel is timed: the notebook's own timings
+# say 20x faster than naive, and the grader's own timing says about 1.5x
 FAKE_CLOCK = """import time
 _real, _mine = time.perf_counter, [False]
 time.perf_counter = lambda: _real() * (0.05 if _mine[0] else 1.0)
@@ -252,16 +253,25 @@ def matmul_naive(a, b, out):
     _naive(a, b, out)
 
 
-def fast_blocked_matmul(a, b, out):
+@kernel
+def _slow_tile(a, b, out, i0, i1, k0, k1, j0, j1):
+    for i in range(i0, i1):
+        for k in range(k0, k1):
+            aik = a[i, k]
+            for j in range(j0, j1):
+                out[i, j] += aik * b[k, j]
+
+
+def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):
     _mine[0] = True
-    _naive(a, b, out)
+    _slow_tile(a, b, out, i0, i1, k0, k1, j0, j1)
 """
 
 
 def kernel_notebooks() -> dict[str, bytes]:
     fake = solved(KERNEL_PARTS, KERNELS)
     for cell in fake.cells:
-        if _gid(cell) == "blocked_is_faster":
+        if _gid(cell) == "matmul_tile":
             cell.source = FAKE_CLOCK
     return {"kernels-solved": nbformat.writes(solved(KERNEL_PARTS, KERNELS)).encode(),
             "kernels-fake-clock": nbformat.writes(fake).encode()}
@@ -269,5 +279,5 @@ def kernel_notebooks() -> dict[str, bytes]:
 
 KERNEL_EXPECTED = {
     "kernels-solved": (8, ""),
-    "kernels-fake-clock": (7, "timed by the grader"),  # its own clock said 20x; the grader's says ~1x
+    "kernels-fake-clock": (5, "timed by the grader"),  # its own clock said 20x; the grader's says ~1.5x
 }

@@ -165,7 +165,7 @@ def test_sweep_removes_the_sandbox_uids_ipc_objects():
 
 @pytest.fixture(scope="module")
 def graded_kernels(tmp_path_factory):
-    """Exercise 3 solved, and with a naive kernel behind a faked clock, graded as a class."""
+    """Exercise 3 solved, and with a slow tile kernel behind a faked clock, graded as a class."""
     root = tmp_path_factory.mktemp("kernels-course")
     src = tmp_path_factory.mktemp("kernels-submissions")
     for name, data in hostile.kernel_notebooks().items():
@@ -180,12 +180,12 @@ def graded_kernels(tmp_path_factory):
 def test_a_faked_clock_earns_nothing(graded_kernels, name):
     result = json.loads((graded_kernels / "autograded" / name / hostile.KERNELS / "result.json").read_text())
     score, text = hostile.KERNEL_EXPECTED[name]
-    speed = next(p for p in result["parts"] if p["name"] == "blocked_is_faster")
+    speed = next(p for p in result["parts"] if p["name"] == "matmul_tile")
     assert result["score"] == score and result["max_score"] == 8, result["parts"]
     assert text in speed["message"]
     if name == "kernels-fake-clock":  # its own visible test believed the fake clock
         outputs = (graded_kernels / "autograded" / name / hostile.KERNELS / f"{hostile.KERNELS}.ipynb").read_text()
-        assert "fast_blocked_matmul: visible tests passed" in outputs
+        assert "matmul_tile: visible tests passed" in outputs
 
 
 def test_without_root_the_disk_quota_is_watched(tmp_path):

@@ -15,7 +15,7 @@ from autograder.judges.kernels import SPEED
 from conftest import REPO
 
 SOLUTIONS = REPO / "solutions" / "03-kernels.ipynb"
-PART = "blocked_is_faster"
+PART = "matmul_tile"
 
 
 def notebook(kernel_cell: str | None = None) -> nbformat.NotebookNode:
@@ -42,30 +42,31 @@ def boxes(tmp_path: Path):
 
 def test_the_harness_runs_only_the_setup_cell_and_the_parts_cell():
     source = speed.part_cells(notebook(), PART)
-    assert "def median_seconds" in source and "def fast_blocked_matmul" in source  # setup, then the part
-    assert "def blocked_matmul" not in source and "report(" not in source  # no other part, no test cell
+    assert "def tile_product" in source and "def matmul_tile" in source  # setup (the timed helper), then the part
+    assert "def matmul_blocked" not in source and "report(" not in source  # no other part, no test cell
 
 
 def test_the_solution_is_fast_enough(tmp_path):
     assert speed.judge_speed(notebook(), PART, SPEED, boxes(tmp_path), seed=1) is None
 
 
-NAIVE = "from teenygrad.kernels.matmul import matmul_naive as fast_blocked_matmul\n"
+# the grader times tile_product (the setup cell's helper: out zeroed, then matmul_tile over the whole matrix)
+NAIVE = "def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    matmul_naive(a, b, out)\n"
 MEMO = ("import numpy as np\n_seen = {}\n"
-        "def fast_blocked_matmul(a, b, out):\n    key = (a.tobytes(), b.tobytes())\n"
+        "def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    key = (a.tobytes(), b.tobytes())\n"
         "    if key not in _seen:\n        matmul_naive(a, b, out)\n        _seen[key] = out.copy()\n"
         "    out[:] = _seen[key]\n")
 CASES = {  # the learner's cell -> what the grader says
     "naive": (NAIVE, "times as fast as matmul_naive"),
     "remembers answers": (MEMO, "times as fast as matmul_naive"),  # every timed call has new inputs
-    "wrong": ("def fast_blocked_matmul(a, b, out):\n    out[:] = 0\n", "did not compute the right product"),
-    "half done": ("def fast_blocked_matmul(a, b, out):\n    out[: len(out) // 2] = a[: len(a) // 2] @ b\n",
+    "wrong": ("def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    pass\n", "did not compute the right product"),
+    "half done": ("def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    out[: len(out) // 2] = a[: len(a) // 2] @ b\n",
                   "did not compute the right product"),
     "raises": ("raise ValueError('not today')\n", "could not be loaded on its own: ValueError: not today"),
-    "hangs": ("import time\n_calls = []\ndef fast_blocked_matmul(a, b, out):\n    _calls.append(1)\n"
+    "hangs": ("import time\n_calls = []\ndef matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    _calls.append(1)\n"
               "    matmul_naive(a, b, out)\n    while len(_calls) > 1:\n        time.sleep(1)\n",
               "a call took longer than"),
-    "exits": ("import os\ndef fast_blocked_matmul(a, b, out):\n    os._exit(3)\n", "it stopped"),
+    "exits": ("import os\ndef matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    os._exit(3)\n", "it stopped"),
 }
 
 

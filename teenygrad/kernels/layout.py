@@ -16,6 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from teenygrad.edition import exercise
+
 Shape = tuple[int, ...]
 
 
@@ -89,6 +91,7 @@ def broadcast_strides(shape: Shape, strides: Shape, out_shape: Shape) -> Shape:
     return tuple(res)
 
 
+@exercise("02-tensors", "coalesce")
 def coalesce(shape: Shape, *strides: Shape) -> tuple[Shape, list[Shape]]:
     """Drop size-1 dims and merge neighbours that every operand can walk with one stride.
 
@@ -124,6 +127,7 @@ def ints(values: Shape) -> np.ndarray:
     return np.array(values, dtype=np.int64).reshape(len(values))
 
 
+@exercise("02-tensors", "view_strides")
 def view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Shape | None:
     """Strides that let `new_shape` view the same elements in row-major order, or None if a copy is needed.
 

@@ -13,7 +13,8 @@ The steps, slowest to fastest (`KERNELS` lists them in this order):
 
 1. `matmul_naive`      the textbook i-j-k triple loop: one dot product per output element.
 2. `matmul_reordered`  i-k-j order: the inner loop streams contiguous rows of `b` and `out`.
-3. `matmul_blocked`    cache blocking: work on tiles of A, B and C that stay in the L1/L2 caches.
+3. `matmul_blocked`    cache blocking: work on tiles of A, B and C that stay in the L1/L2 caches
+                       (in `blocked.py`: a launcher over tiles and a tile kernel, exercise 3's pieces).
 4. `matmul_tiled`      register tiling: pack B into panels and let a micro-kernel keep an MR x NR
                        block of C in vector registers for the whole K loop.
 5. `matmul_parallel`   the tiled kernel on every core, each thread owning a different block of C.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from teenygrad.kernels.blocked import BLOCK_I, BLOCK_J, BLOCK_K, matmul_blocked  # noqa: F401 - step 3, re-exported
 from teenygrad.kernels.cpu import host, micro_kernel_shape
 from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pays, prange
 
@@ -37,11 +39,7 @@ from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pay
 # 32 MiB shared L3); `benchmarks/matmul.py` is the script that measures them.
 # ---------------------------------------------------------------------------------------------------
 
-# Step 3 (cache blocking): a BLOCK_K x BLOCK_J tile of B (128 x 1024 float32 = 512 KiB) sits in L2
-# while BLOCK_I rows of A and C stream past it; a BLOCK_J strip of a row of C (4 KiB) stays in L1.
-BLOCK_I = 32
-BLOCK_K = 128
-BLOCK_J = 1024
+# Step 3 (cache blocking): its block sizes BLOCK_I, BLOCK_K, BLOCK_J live with it, in `blocked.py`.
 
 # Steps 4-5 (register tiling): the micro-kernel computes an MR x NR block of C, sized for the vector unit
 # numba compiles for (teenygrad/kernels/cpu.py). AVX-512: 6 x 32, two 512-bit vectors of float32 per row,
@@ -148,42 +146,8 @@ def matmul_reordered(a, b, out):
 
 
 # ---------------------------------------------------------------------------------------------------
-# 3. Cache blocking
+# 3. Cache blocking: `matmul_blocked` in blocked.py (a launcher over tiles and a tile kernel, exercise 3)
 # ---------------------------------------------------------------------------------------------------
-@kernel
-def matmul_blocked(a, b, out):
-    """The reordered loops, run over tiles: BLOCK_I x BLOCK_K of A, BLOCK_K x BLOCK_J of B.
-
-    In the reordered kernel each row of `out` sweeps through *all* of `b` (K x N elements); once `b` is
-    larger than the caches, it is fetched from main memory again for every row of A. Here the loops are
-    split so a BLOCK_K x BLOCK_J tile of B (512 KiB for float32) is reused by BLOCK_I rows of A while it
-    is still in L2, and the BLOCK_J-wide strip of an output row stays in L1 across the k loop. Memory
-    traffic drops by about a factor BLOCK_I; the inner loop is the same vectorised stream as before.
-    Measure before you believe it, though: on a CPU with a large, fast L3 (32 MiB here) B fits in cache
-    up to N ~ 2800 anyway, and both kernels are limited by something else, the load and store of
-    out[i, j] around every single multiply-add. Blocking pays off at large sizes; the big win needs C
-    kept in registers (step 4).
-    (The inner loop runs over row slices indexed from 0: with `out[i, j0 + j]` the compiler cannot prove the index
-    is non-negative, keeps numpy's negative-index wraparound check, and gives up on vectorising.)
-    """
-    M, K = a.shape
-    N = b.shape[1]
-    for i in range(M):
-        for j in range(N):
-            out[i, j] = 0
-    for i0 in range(0, M, BLOCK_I):
-        i1 = min(i0 + BLOCK_I, M)
-        for k0 in range(0, K, BLOCK_K):
-            k1 = min(k0 + BLOCK_K, K)
-            for j0 in range(0, N, BLOCK_J):
-                j1 = min(j0 + BLOCK_J, N)
-                for i in range(i0, i1):
-                    out_row = out[i, j0:j1]
-                    for k in range(k0, k1):
-                        aik = a[i, k]
-                        b_row = b[k, j0:j1]
-                        for j in range(j1 - j0):
-                            out_row[j] += aik * b_row[j]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Reduction kernels (chapters 2 and 3): sum, max, argmax over the last axis of an (M, N) strided matrix.
+"""Reduction kernels (chapters 2 and 3): sum (`sum_rows`, exercise 3's piece), max, argmax over the last axis
+of an (M, N) strided matrix.
 
 Every reduction is brought to one shape first (see `teenygrad.ops.reductions`): the kept axes are flattened
 into M rows and the reduced axes into N columns, so that element (m, n) is
@@ -17,30 +18,47 @@ may reassociate (add in a different order) so the compiler can use SIMD: only ro
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
 from teenygrad.kernels.jit import kernel
 
+_COMPILED: dict[str, Callable] = {}  # the sum's loop, compiled on the first call of sum_rows
 
-@kernel(fastmath={"reassoc"})  # let LLVM reorder the additions, so it can use SIMD
-def sum(x, x_offset, M, sm, N, sn, out):  # noqa: A001 - the op's name
-    if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
-        acc = np.zeros(M, dtype=np.float64)
-        for n in range(N):
-            base = x_offset + n * sn
-            for m in range(M):
-                acc[m] += x[u(base + m * sm)]
-        for m in range(M):
-            out[m] = acc[m]
-    else:
-        for m in range(M):
-            s = 0.0
-            base = x_offset + m * sm
-            for n in range(N):
-                s += x[u(base + n * sn)]
-            out[m] = s
+
+@exercise("03-kernels", "sum_rows")
+def sum_rows(x: np.ndarray, x_offset: int, M: int, sm: int, N: int, sn: int, out: np.ndarray) -> None:
+    """The `sum` kernel: out[m] = sum over n of x[x_offset + m*sm + n*sn], for m < M (0 when N == 0).
+
+    Accumulates in float64. When the rows are closer together in memory than the columns (|sm| < |sn|, the sum
+    over axis 0 of a C-order matrix), it sweeps n in the outer loop and adds each row of the matrix into M
+    running totals, so memory is still read in order. The compiled loop lives inside this launcher, which is
+    exercise 3's piece (`KERNELS["sum"]` is this function)."""
+    kern = _COMPILED.get("sum")
+    if kern is None:
+        @kernel(fastmath={"reassoc"})  # let LLVM reorder the additions, so it can use SIMD
+        def kern(x, x_offset, M, sm, N, sn, out):
+            if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
+                acc = np.zeros(M, dtype=np.float64)
+                for n in range(N):
+                    base = x_offset + n * sn
+                    for m in range(M):
+                        acc[m] += x[u(base + m * sm)]
+                for m in range(M):
+                    out[m] = acc[m]
+            else:
+                for m in range(M):
+                    s = 0.0
+                    base = x_offset + m * sm
+                    for n in range(N):
+                        s += x[u(base + n * sn)]
+                    out[m] = s
+
+        _COMPILED["sum"] = kern
+    kern(x, x_offset, M, sm, N, sn, out)
 
 
 @kernel

@@ -1,0 +1,9 @@
+"""Exercise 3 answered with teenygrad's own pieces: every part must score 0 (the pieces are withheld)."""
+ANSWERS = {
+    "sum_rows": "sum_rows = tg.kernels.KERNELS['sum']\n",
+    "matmul_blocked": "from teenygrad.kernels.matmul import KERNELS as _MM\n\n\n"
+                      "def matmul_blocked(a, b, out, block_i=32, block_k=128, block_j=1024):\n"
+                      "    _MM['blocked'](a, b, out, block_i, block_k, block_j)\n",
+    "matmul_tile": "def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n"
+                   "    blocked.matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1)\n",
+}
