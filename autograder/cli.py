@@ -114,6 +114,13 @@ def cmd_capstone(args: argparse.Namespace) -> int:
                     log(f"mine: {line}")
             except FileNotFoundError as e:
                 raise BadNotebookError(str(e)) from None
+            if args.keep_mine:  # the learner's mine/, for their hub home (TEENYGRAD=mine)
+                keep = Path(args.keep_mine)
+                if keep.exists() and any(keep.iterdir()):
+                    raise BadNotebookError(f"{keep} already holds files; give an empty or new folder "
+                                           "(nothing is overwritten)")
+                shutil.copytree(folder, keep, dirs_exist_ok=True)
+                log(f"mine: {args.learner}'s pieces written to {keep}")
         else:
             folder = Path(args.mine) if args.mine else edition.mine_dir()
             if args.mine and not folder.is_dir():
@@ -239,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mine", metavar="DIR", help="the pieces to use (default: $TEENYGRAD_MINE, else mine/)")
     p.add_argument("--course", metavar="DIR", help="an instructor's course: use --learner's graded submissions")
     p.add_argument("--learner", metavar="ID", help="with --course: whose pieces (parts with full marks)")
+    p.add_argument("--keep-mine", metavar="DIR",
+                   help="with --course: also write the learner's pieces to DIR, a mine/ folder for their hub home")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=cmd_capstone)
 

@@ -138,3 +138,29 @@ def test_mine_from_a_course_takes_the_parts_with_full_marks(tmp_path, monkeypatc
     assert list(mine.read_mine(tmp_path / "mine" / f"{assignment}.py")) == ["setup", *parts[::2]]
     with pytest.raises(FileNotFoundError, match="no graded submissions of learner 'bob'"):
         capstone.mine_from_course(tmp_path / "course", "bob", tmp_path / "mine2")
+
+
+def test_keep_mine_writes_a_learners_pieces_and_never_overwrites(tmp_path, monkeypatch, capsys):
+    """`capstone --course --learner --keep-mine DIR`: the learner's mine/ for their hub home."""
+    from autograder import cli
+
+    assignment = "01-regression"
+    nb = nbformat.read(REPO / "solutions" / f"{assignment}.ipynb", as_version=4)
+    parts = list(mine.notebook_cells(nb)[1])
+    pieces = {p: [edition.Piece(assignment, p, "teenygrad.fake", p, Path("fake.py"), 1)] for p in parts}
+    monkeypatch.setattr(mine.edition, "parts", lambda a: pieces if a == assignment else {})
+    monkeypatch.setattr(capstone, "grade", lambda folder, form, log=print: None)  # no training here
+    monkeypatch.setattr(capstone, "print_report", lambda report: None)
+    graded = tmp_path / "course" / "autograded" / "ann" / assignment
+    graded.mkdir(parents=True)
+    nbformat.write(nb, graded / f"{assignment}.ipynb")
+    result = Result(assignment, "ann", parts=[PartResult(p, 1.0, 1.0) for p in parts])
+    (graded / "result.json").write_text(json.dumps(result.to_json()))
+    keep = tmp_path / "ann-mine"
+    args = ["capstone", "--quick", "--course", str(tmp_path / "course"), "--learner", "ann", "--keep-mine", str(keep)]
+    assert cli.main(args) == 0
+    assert list(mine.read_mine(keep / f"{assignment}.py")) == ["setup", *parts]
+    before = (keep / f"{assignment}.py").read_text()
+    assert cli.main(args) != 0  # the folder holds files now: refused, one clear line
+    assert "nothing is overwritten" in capsys.readouterr().err
+    assert (keep / f"{assignment}.py").read_text() == before
