@@ -54,10 +54,10 @@ exercises: $(STAMP)
 	$(BIN)/python -m autograder release
 
 mine: $(STAMP)
-	@$(BIN)/python -W ignore::RuntimeWarning -m teenygrad.edition
+	@$(BIN)/python -m teenygrad
 
 learner: $(STAMP)
-	$(BIN)/python -W ignore::RuntimeWarning -m teenygrad.edition learner build/learner
+	$(BIN)/python -m teenygrad learner build/learner
 
 capstone: $(STAMP)
 	$(BIN)/python -m autograder capstone $(if $(QUICK),--quick)

@@ -17,7 +17,7 @@ Three things follow from that one mark.
   the piece for this process: every caller of the piece, the package's own included, now runs the learner's
   code. `make check` records the code of every part that passed in `mine/NN-name.py`; with the environment
   variable `TEENYGRAD=mine` (or `load_mine()`), any chapter or script runs on the learner's pieces and the
-  book's everywhere else. `python -m teenygrad.edition` prints which pieces are the learner's.
+  book's everywhere else. `python -m teenygrad` prints which pieces are the learner's.
 - **Withholding.** With `TEENYGRAD_WITHHOLD=06-tensor-autograd` (a comma-separated list, or `all`) the marked
   functions of those exercises raise instead of running the book's body: what the grader does when it cannot
   swap the files themselves (grading without root).
@@ -287,7 +287,7 @@ def build_learner(dest: Path, assignments: frozenset[str] | None = None, package
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m teenygrad.edition",
+    parser = argparse.ArgumentParser(prog="python -m teenygrad",
                                      description="Which pieces of teenygrad are yours; build the learner's edition.")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("mine", help="the table of pieces: yours (from mine/) or the book's (the default command)")
@@ -309,7 +309,3 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # run through the package's module, whose table the pieces read
-    from teenygrad.edition import main as _main
-
-    raise SystemExit(_main())
