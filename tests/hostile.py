@@ -2,9 +2,9 @@
 
 Each fixture is built from the released exercise (stubs) or from it solved with the solution code, then
 mutated the way a careless or hostile learner might. `EXPECTED[name] = (score, text)`: the exact score
-out of 7, and a piece of text the instructor must see in the reasons ("" where any reason will do; every
+out of 8, and a piece of text the instructor must see in the reasons ("" where any reason will do; every
 lost point must come with some reason).
-Points: predict 1, mse_loss 1, mse_gradient 2, gd_step 1, fit_normal_equations 2.
+Points: ridge_gradient 2, fit_ridge 2, unstandardize 2, kfold_rmse 2.
 """
 from __future__ import annotations
 
@@ -16,14 +16,13 @@ import nbformat
 from autograder import course
 
 ASSIGNMENT = "01-regression"
-PARTS = ["predict", "mse_loss", "mse_gradient", "gd_step", "fit_normal_equations"]
+PARTS = ["ridge_gradient", "fit_ridge", "unstandardize", "kfold_rmse"]
 # functions with the right shapes and the wrong values
 WRONG = {
-    "predict": "def predict(X, w):\n    return np.zeros(X.shape[0])",
-    "mse_loss": "def mse_loss(X, y, w):\n    return 0.0",
-    "mse_gradient": "def mse_gradient(X, y, w):\n    return np.zeros(X.shape[1])",
-    "gd_step": "def gd_step(X, y, w, lr):\n    return w",
-    "fit_normal_equations": "def fit_normal_equations(X, y):\n    return np.zeros(X.shape[1])",
+    "ridge_gradient": "def ridge_gradient(X, y, w, lam):\n    return np.zeros(len(w))",
+    "fit_ridge": "def fit_ridge(X, y, lam):\n    return np.zeros(X.shape[1])",
+    "unstandardize": "def unstandardize(w, mean, std):\n    return np.array(w, dtype=float)",
+    "kfold_rmse": "def kfold_rmse(X, y, k, fit, seed=0):\n    return np.zeros(k)",
 }
 
 
@@ -94,7 +93,7 @@ PATCH_NUMPY = ("import numpy, numpy.testing\nnumpy.allclose = lambda *a, **k: Tr
 PATCH_EQ = ("class Yes(float):\n    __eq__ = lambda self, other: True\n    __le__ = __ge__ = __lt__ = __gt__ = __eq__\n"
             "    __abs__ = lambda self: Yes(0.0)\n"
             "import numpy\nnumpy.allclose = lambda *a, **k: True\nnumpy.isclose = lambda *a, **k: True\n"
-            "def mse_loss(X, y, w):\n    return Yes(0.0)")
+            "def kfold_rmse(X, y, k, fit, seed=0):\n    return [Yes(0.0)] * k")
 PATCH_BUILTINS = ("import builtins, teenygrad.grading\n"
                   "builtins.isinstance = lambda *a: True\nbuiltins.AssertionError = Warning\n"
                   "def report(part, fn):\n"
@@ -158,7 +157,7 @@ def notebooks(course_root) -> dict[str, bytes]:
     """name -> the bytes of the submission file."""
     nbs = {
         "honest-full": solved(),
-        "honest-partial": solved(["predict", "mse_loss", "fit_normal_equations"]),
+        "honest-partial": solved(["ridge_gradient", "fit_ridge"]),
         "stub": exercise(),
         "edited-tests-stub": with_tests(exercise(), _edit),
         "edited-tests-solved": with_tests(solved(), _edit),
@@ -166,26 +165,26 @@ def notebooks(course_root) -> dict[str, bytes]:
         "retyped-tests": with_tests(solved(), _retype),
         "skip-tag-wrong": with_tests(wrong(exercise()), _tag),
         "reordered": (lambda nb: setattr(nb, "cells", nb.cells[::-1]) or nb)(solved()),
-        "deleted-solution": (lambda nb: setattr(nb, "cells", [c for c in nb.cells if _gid(c) != "predict"]) or nb)(solved()),
+        "deleted-solution": (lambda nb: setattr(nb, "cells", [c for c in nb.cells if _gid(c) != "ridge_gradient"]) or nb)(solved()),
         "duplicated-cells": (lambda nb: nb.cells.extend(copy.deepcopy(nb.cells[3:8])) or nb)(solved()),
         "swallow-errors-wrong": insert_after(wrong(exercise()), None, SWALLOW_ERRORS),
         "patch-numpy-wrong": insert_after(wrong(exercise()), None, PATCH_NUMPY),
-        "patch-eq-wrong": insert_after(wrong(exercise()), "mse_loss", PATCH_EQ),
+        "patch-eq-wrong": insert_after(wrong(exercise()), "kfold_rmse", PATCH_EQ),
         "patch-builtins-wrong": insert_after(wrong(exercise()), None, PATCH_BUILTINS),
         "read-secrets": _after_each_part(exercise(), read_secrets(course_root)),
         "write-gradebook": insert_after(solved(), None, write_gradebook(course_root)),
-        "os-exit": insert_after(solved(), "test_mse_gradient", "import os\nos._exit(1)"),
-        "sys-exit": insert_after(solved(), "test_mse_gradient", "import sys\nsys.exit(3)"),
-        "raise-systemexit": insert_after(solved(), "test_mse_gradient", "raise SystemExit"),
-        "kill-parent": insert_after(solved(), "test_mse_gradient", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
-        "python-loop": insert_after(solved(), "test_mse_gradient", "while True:\n    pass"),
-        "numba-loop": insert_after(solved(), "test_mse_gradient", NUMBA_SPIN),
-        "memory-bomb": insert_after(solved(), "test_mse_gradient", "hog = bytearray(64 * 2**30)"),
-        "fork-bomb": insert_after(solved(), "test_mse_gradient", FORK_BOMB),
-        "big-output": insert_after(solved(), "test_predict", "print('x' * 100_000_000)"),
-        "huge-image": insert_after(solved(), "test_predict", HUGE_IMAGE),
-        "sysv-ipc": insert_after(solved(), "test_mse_gradient", SYSV_IPC),
-        "disk-hog": insert_after(solved(), "test_mse_gradient", DISK_HOG),
+        "os-exit": insert_after(solved(), "test_fit_ridge", "import os\nos._exit(1)"),
+        "sys-exit": insert_after(solved(), "test_fit_ridge", "import sys\nsys.exit(3)"),
+        "raise-systemexit": insert_after(solved(), "test_fit_ridge", "raise SystemExit"),
+        "kill-parent": insert_after(solved(), "test_fit_ridge", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        "python-loop": insert_after(solved(), "test_fit_ridge", "while True:\n    pass"),
+        "numba-loop": insert_after(solved(), "test_fit_ridge", NUMBA_SPIN),
+        "memory-bomb": insert_after(solved(), "test_fit_ridge", "hog = bytearray(64 * 2**30)"),
+        "fork-bomb": insert_after(solved(), "test_fit_ridge", FORK_BOMB),
+        "big-output": insert_after(solved(), "test_ridge_gradient", "print('x' * 100_000_000)"),
+        "huge-image": insert_after(solved(), "test_ridge_gradient", HUGE_IMAGE),
+        "sysv-ipc": insert_after(solved(), "test_fit_ridge", SYSV_IPC),
+        "disk-hog": insert_after(solved(), "test_fit_ridge", DISK_HOG),
     }
     files = {name: nbformat.writes(nb).encode() for name, nb in nbs.items()}
     files["nbformat3"] = nbformat.writes(nbformat.convert(solved(), 3), version=3).encode()
@@ -198,36 +197,36 @@ def notebooks(course_root) -> dict[str, bytes]:
 
 
 EXPECTED = {
-    "honest-full": (7, ""),
+    "honest-full": (8, ""),
     "honest-partial": (4, "NotImplementedError"),
     "stub": (0, "NotImplementedError"),
     "edited-tests-stub": (0, "NotImplementedError"),
-    "edited-tests-solved": (7, ""),
-    "deleted-tests": (7, ""),
-    "retyped-tests": (7, ""),
+    "edited-tests-solved": (8, ""),
+    "deleted-tests": (8, ""),
+    "retyped-tests": (8, ""),
     "skip-tag-wrong": (0, ""),
-    "reordered": (7, ""),
+    "reordered": (8, ""),
     "deleted-solution": (6, "NotImplementedError"),
-    "duplicated-cells": (7, ""),
+    "duplicated-cells": (8, ""),
     "swallow-errors-wrong": (0, ""),
     "patch-numpy-wrong": (0, "wrong values"),
     "patch-eq-wrong": (0, ""),
     "patch-builtins-wrong": (0, ""),
     "read-secrets": (0, "NotImplementedError"),
-    "write-gradebook": (7, ""),
+    "write-gradebook": (8, ""),
     "os-exit": (4, "exited"),
-    "sys-exit": (7, ""),
-    "raise-systemexit": (7, ""),
-    "kill-parent": (7, ""),  # the kernel is pid 1 of its own namespace: there is no parent to reach
-    "python-loop": (7, ""),
+    "sys-exit": (8, ""),
+    "raise-systemexit": (8, ""),
+    "kill-parent": (8, ""),  # the kernel is pid 1 of its own namespace: there is no parent to reach
+    "python-loop": (8, ""),
     "numba-loop": (4, "limit"),
-    "memory-bomb": (7, ""),
-    "fork-bomb": (7, ""),
-    "big-output": (7, ""),
-    "huge-image": (7, ""),
-    "sysv-ipc": (7, ""),
-    "disk-hog": (7, ""),  # its writes past the limit failed; every part it computed is graded
-    "nbformat3": (7, ""),
+    "memory-bomb": (8, ""),
+    "fork-bomb": (8, ""),
+    "big-output": (8, ""),
+    "huge-image": (8, ""),
+    "sysv-ipc": (8, ""),
+    "disk-hog": (8, ""),  # its writes past the limit failed; every part it computed is graded
+    "nbformat3": (8, ""),
     "not-json": (0, "not valid JSON"),
     "empty": (0, "empty"),
     "other-assignment": (0, "02-tensors"),

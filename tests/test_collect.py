@@ -91,7 +91,7 @@ def test_namesakes_on_a_platform_are_two_learners(tmp_path):
     autograder("grade", A, "--course", str(root), "--jobs", "2", check=True)
     exported = autograder("export", A, "--course", str(root), check=True).stdout
     for student in ids:
-        assert f"{student},{A},7,7" in exported
+        assert f"{student},{A},8,8" in exported
 
 
 def test_ids_that_collide_are_reported_and_kept(tmp_path):
@@ -155,7 +155,7 @@ def test_attempts_are_kept_and_only_changes_are_regraded(tmp_path):
     regrade = autograder("grade", A, "--course", str(root), check=True)
     assert "graded 1, skipped 1" in regrade.stdout and "bob" in regrade.stdout
     result = json.loads((root / "autograded" / "bob" / A / "result.json").read_text())
-    assert result["score"] == 7
+    assert result["score"] == 8
     assert result["sha256"] == hashlib.sha256(notebook_bytes("solved")).hexdigest()
     forced = autograder("grade", A, "--course", str(root), "--force", "--jobs", "2", check=True)
     assert "graded 2, skipped 0" in forced.stdout
@@ -171,7 +171,7 @@ def test_any_sqlalchemy_url_holds_the_gradebook(tmp_path):
     autograder("grade", A, "--course", str(root), "--db", url, check=True)
     assert (tmp_path / "elsewhere" / "grades.db").exists() and not (root / "gradebook.db").exists()
     csv_text = autograder("export", A, "--course", str(root), "--db", url, check=True).stdout
-    assert "ann,01-regression,7,7" in csv_text
+    assert "ann,01-regression,8,8" in csv_text
 
 
 @pytest.mark.parametrize("command", ["check", "capstone", "collect", "grade", "feedback", "export", "release"])

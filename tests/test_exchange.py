@@ -43,9 +43,9 @@ def test_release_fetch_submit_collect_grade(tmp_path):
     learners = [p.name for p in (course / "submitted").iterdir()]
     assert len(learners) == 1
     graded = autograder("grade", A, "--course", str(course), check=True)
-    assert f"{learners[0]}" in graded.stdout and "7/7" in graded.stdout
+    assert f"{learners[0]}" in graded.stdout and "8/8" in graded.stdout
     exported = autograder("export", A, "--course", str(course), check=True).stdout
-    assert f"{learners[0]},{A},7,7" in exported
+    assert f"{learners[0]},{A},8,8" in exported
 
 
 def test_setup_never_silently_overwrites_config(tmp_path):

@@ -42,7 +42,7 @@ def test_each_submission_gets_a_fair_recorded_outcome(graded_class, name):
     score, text = hostile.EXPECTED[name]
     reasons = " | ".join([result["error"]] + [p["message"] for p in result["parts"]])
     assert result["score"] == score, reasons
-    assert result["max_score"] == 7
+    assert result["max_score"] == 8
     for part in result["parts"]:  # every lost point says why
         assert part["score"] == part["max_score"] or part["message"], part
     assert text in reasons
@@ -64,7 +64,7 @@ def test_gradebook_is_consistent(graded_class):
         assert sorted(s.id for s in gb.students) == sorted(hostile.EXPECTED)
         for name in hostile.EXPECTED:
             sub = gb.find_submission(A, name)
-            assert sub.score == result_of(root, name)["score"] and sub.max_score == 7, name
+            assert sub.score == result_of(root, name)["score"] and sub.max_score == 8, name
             assert all(g.manual_score is None for nb in sub.notebooks for g in nb.grades)  # nobody wrote 100s
 
 
@@ -80,7 +80,7 @@ def test_nothing_leaked_or_written(graded_class):
     assert "WROTE GRADEBOOK" not in outputs("write-gradebook")
     # its other "writes" landed in the sandbox's private /tmp; the real files are untouched
     assert not (root / "feedback" / "honest-full" / "x.html").exists()
-    assert result_of(root, "honest-full")["score"] == 7
+    assert result_of(root, "honest-full")["score"] == 8
 
 
 def test_outputs_are_capped(graded_class):

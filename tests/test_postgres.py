@@ -46,7 +46,7 @@ def postgres():
 
 def test_grade_a_class_into_postgres(postgres, tmp_path):
     src, root = tmp_path / "in", tmp_path / "course"
-    for name, parts in (("ann", hostile.PARTS), ("bob", ["predict"])):
+    for name, parts in (("ann", hostile.PARTS), ("bob", ["ridge_gradient"])):
         (src / name).mkdir(parents=True)
         nbformat.write(hostile.solved(parts), src / name / f"{A}.ipynb")
     autograder("setup", A, "--course", str(root), "--db", postgres, check=True)
@@ -54,7 +54,7 @@ def test_grade_a_class_into_postgres(postgres, tmp_path):
     autograder("grade", A, "--course", str(root), "--db", postgres, "--jobs", "2", check=True)
     assert not (root / "gradebook.db").exists()  # the grades live in PostgreSQL
     rows = autograder("export", A, "--course", str(root), "--db", postgres, check=True).stdout
-    assert f"ann,{A},7,7" in rows and f"bob,{A},1,7" in rows
+    assert f"ann,{A},8,8" in rows and f"bob,{A},2,8" in rows
     pages = autograder("feedback", A, "--course", str(root), "--db", postgres, check=True).stdout
     assert "2 feedback pages" in pages
 
