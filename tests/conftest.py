@@ -129,3 +129,23 @@ def book_build() -> subprocess.CompletedProcess:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
                               text=True, timeout=3600)
+
+
+@pytest.fixture(autouse=True)
+def _pieces_restored():
+    """A test that installs a notebook's pieces in teenygrad (`edition.install`) leaves the package as it found it."""
+    from teenygrad import edition
+    saved = dict(edition._INSTALLED), dict(edition._ORIGIN)
+    yield
+    edition._INSTALLED.clear()
+    edition._INSTALLED.update(saved[0])
+    edition._ORIGIN.clear()
+    edition._ORIGIN.update(saved[1])
+
+
+@pytest.fixture
+def grading_dir(tmp_path, monkeypatch):
+    """A folder the hidden tests' `report` writes into, as under the autograder."""
+    from teenygrad.grading import GRADING_DIR_ENV
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    return tmp_path

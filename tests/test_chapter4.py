@@ -212,16 +212,6 @@ def test_judge_cases_cover_the_edge_cases():
 
 # --- the 04-classification judge against the solutions notebook -------------------------------------------
 
-@pytest.fixture(autouse=True)
-def _pieces_restored():
-    """A test that installs a notebook's pieces in teenygrad leaves the package as it found it."""
-    saved = dict(tg.edition._INSTALLED), dict(tg.edition._ORIGIN)
-    yield
-    tg.edition._INSTALLED.clear()
-    tg.edition._INSTALLED.update(saved[0])
-    tg.edition._ORIGIN.clear()
-    tg.edition._ORIGIN.update(saved[1])
-
 
 def _notebook_namespace(transform=None) -> tuple[dict, dict]:
     namespace, hidden = notebook_namespace(SOLUTIONS, transform)

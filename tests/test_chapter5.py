@@ -45,16 +45,6 @@ POINTS = {"sigmoid": 2, "div_and_maximum": 2, "find_chains": 4}
 ALL_OPS = {ADD: 0.2, SUB: 0.1, MUL: 0.25, TANH: 0.1, DIV: 0.1, MAX: 0.15, SIGMOID: 0.1}
 
 
-@pytest.fixture(autouse=True)
-def _pieces_restored():
-    """A test that installs a notebook's pieces in teenygrad leaves the package as it found it."""
-    saved = dict(edition._INSTALLED), dict(edition._ORIGIN)
-    yield
-    edition._INSTALLED.clear()
-    edition._INSTALLED.update(saved[0])
-    edition._ORIGIN.clear()
-    edition._ORIGIN.update(saved[1])
-
 
 def as_values(x, op, a, b):
     leaves = [Value(v) for v in x.tolist()]

@@ -21,7 +21,6 @@ from autograder.judges.neural_nets import (
     _clip_reference,
 )
 from teenygrad import nn, optim
-from teenygrad.grading import GRADING_DIR_ENV
 
 from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 from installing import pieces_from
@@ -150,11 +149,6 @@ def test_solutions_notebook_matches_the_judge():
     text = "".join(c.source for c in nbformat.read(SOLUTIONS, as_version=4).cells)
     assert f"below {TRAINING_LOSS}" in text or "losses[-1] < 0.1" in text
 
-
-@pytest.fixture
-def grading_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    return tmp_path
 
 
 @pytest.mark.parametrize("seed", [0, 1])

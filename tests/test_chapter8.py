@@ -242,7 +242,6 @@ from autograder.judges.language_models import (  # noqa: E402
     _mass_above,
     train_reference,
 )
-from teenygrad.grading import GRADING_DIR_ENV  # noqa: E402
 
 from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells  # noqa: E402
 from installing import pieces_from  # noqa: E402
@@ -327,11 +326,6 @@ def test_solutions_notebook_matches_the_judge():
     for part, (points, _) in tests.items():
         assert points == POINTS[part]
 
-
-@pytest.fixture
-def grading_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    return tmp_path
 
 
 @pytest.mark.parametrize("seed", [0, 1])

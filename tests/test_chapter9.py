@@ -22,7 +22,6 @@ from autograder.judges.gpt import (
 )
 from teenygrad import functional as F
 from teenygrad.gpt import GPT, GPTConfig
-from teenygrad.grading import GRADING_DIR_ENV
 
 from conftest import REPO, book_figures, executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
 from installing import pieces_from
@@ -145,11 +144,6 @@ def test_solutions_notebook_matches_the_judge():
     for part, (points, _) in tests.items():
         assert points == POINTS[part]
 
-
-@pytest.fixture
-def grading_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    return tmp_path
 
 
 @pytest.mark.parametrize("seed", [0])
