@@ -2,4 +2,5 @@
 (`learner [DIR]`). See `teenygrad.edition`."""
 from teenygrad.edition import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing this module (pkgutil.walk_packages does) must not run the command
+    raise SystemExit(main())
