@@ -28,6 +28,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@# jsonschema imports rfc3987-syntax when it is there (an optional extra jupyter-events pulls in), and that builds
+	@# 38 parsers at import: 2-3 s in every process that reads a notebook (the grader, each sandbox, the book build).
+	@# Nothing here validates IRIs; jsonschema skips that check without it.
+	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax
 	touch $(STAMP)
 
 book: $(STAMP)

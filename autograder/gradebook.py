@@ -26,20 +26,21 @@ def ensure_assignment(root: Path, assignment: str, db_url: str | None) -> None:
     from nbgrader.api import Gradebook, MissingEntry
 
     root.mkdir(parents=True, exist_ok=True)
+    source = root / "source" / assignment / f"{assignment}.ipynb"
+    if db_url is None and not (root / "gradebook.db").exists():
+        # a new course: start from the cached generated assignment instead of generating again (checked before
+        # the gradebook is opened: opening creates the database, and nbgrader's creation runs alembic, seconds)
+        template = course.template(assignment)
+        shutil.copytree(template / "source" / assignment, source.parent, dirs_exist_ok=True)
+        shutil.copytree(template / "release" / assignment, root / "release" / assignment, dirs_exist_ok=True)
+        shutil.copyfile(template / "gradebook.db", root / "gradebook.db")
+        return
     with Gradebook(db_url_for(root, db_url), course.COURSE_ID) as gb:
         try:
             gb.find_assignment(assignment)
             known = True
         except MissingEntry:
             known = False
-    source = root / "source" / assignment / f"{assignment}.ipynb"
-    if not known and db_url is None and not (root / "gradebook.db").exists():
-        # a new course: start from the cached generated assignment instead of generating again
-        template = course.template(assignment)
-        shutil.copytree(template / "source" / assignment, source.parent, dirs_exist_ok=True)
-        shutil.copytree(template / "release" / assignment, root / "release" / assignment, dirs_exist_ok=True)
-        shutil.copyfile(template / "gradebook.db", root / "gradebook.db")
-        return
     if known and source.exists():
         if source.read_bytes() != (course.SOLUTIONS / f"{assignment}.ipynb").read_bytes():
             print(f"note: solutions/{assignment}.ipynb changed since this course was set up; "
