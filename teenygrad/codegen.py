@@ -208,6 +208,10 @@ def _init(n: Node) -> str:
     return {"bool": "False", "int64": "-9223372036854775807 - 1"}.get(n.dtype, "-np.inf")
 
 
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
     """The tuned tiled matmul (chapter 3) on blocks of rows shared among threads; the epilogue, if fused,
     runs on each block right after the product is written."""
@@ -218,8 +222,8 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> lis
     nbatch = int(np.prod(batch, dtype=np.int64))
     parallel = nbatch * m * n * k // 4 >= PARALLEL_MIN_WORK and nbatch * m > MR
     blocks = max(1, min(-(-m // MR), -(-2 * num_threads() // nbatch))) if parallel else 1
-    step = -(-(-(-m // blocks)) // MR) * MR if m else 1
-    blocks = -(-m // step) if m else 0
+    step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
+    blocks = _ceil(m, step) if m else 0
     args = _slots_of(kern, sched)
     _header(name, args, parallel, src)
     size = np.dtype(mm.dtype).itemsize

@@ -195,8 +195,9 @@ def fold_views(graph: Graph) -> Graph:
         if n.op in ("load", "arange"):
             return n
         if n.op == "matmul":  # the matmul kernel reads strided operands, not expressions: store those first
+            srcs = tuple(_wrap(s) for s in srcs)
             srcs = tuple(s if s.op == "view" and min(s.arg.strides, default=0) >= 0
-                         else _wrap(Node("contiguous", (_wrap(s),), s.shape, s.dtype)) for s in srcs)
+                         else _wrap(Node("contiguous", (s,), s.shape, s.dtype)) for s in srcs)
         elif n.op == "assign":
             srcs = (srcs[0], _wrap(srcs[1]))
         else:
@@ -206,6 +207,25 @@ def fold_views(graph: Graph) -> Graph:
     folded = graph.rebuild(fold)
     outputs = [_wrap(n) if n.op in ("load", "arange") else n for n in folded.outputs]
     return Graph(outputs, folded.effects, folded.extra)
+
+
+def reshape_expr(expr: Node, shape: tuple[int, ...]) -> Node | None:
+    """The same elementwise expression computed over `shape` (same size, row-major order), with each view
+    reshaped; None when some view can't be. (The scheduler uses it to fuse `reshape(gelu(x @ w + b))`.)"""
+    memo: dict[int, Node | None] = {}
+
+    def go(n: Node) -> Node | None:
+        if id(n) not in memo:
+            if n.op == "const":
+                memo[id(n)] = ir.const(n.arg, n.dtype, shape)
+            elif n.op == "view":
+                v = n.arg.reshape(shape)
+                memo[id(n)] = None if v is None else _view_of(n.srcs[0], v)
+            else:
+                srcs = [go(s) for s in n.srcs]
+                memo[id(n)] = None if any(s is None for s in srcs) else Node(n.op, tuple(srcs), shape, n.dtype, n.arg)
+        return memo[id(n)]
+    return go(expr)
 
 
 def _wrap(n: Node) -> Node:

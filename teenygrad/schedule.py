@@ -22,7 +22,7 @@ import numpy as np
 
 from teenygrad import ir
 from teenygrad.ir import Node
-from teenygrad.passes import ELEMENTWISE, Graph, View
+from teenygrad.passes import ELEMENTWISE, Graph, View, reshape_expr
 
 LOOP, MATMUL, CAT, COPY = "loop", "matmul", "cat", "copy"
 
@@ -115,11 +115,21 @@ def _can_join(k: Kernel, it: Item) -> bool:
     """Is it legal (and worth it) to compute item `it` inside kernel `k`, after k's items?"""
     members = {id(i.node): i for i in k.items}
     reads = [v for v in it.leaves if id(v.srcs[0]) in members]
-    if not reads or it.kind != LOOP or it.shape != k.shape:
+    if not reads or it.kind != LOOP:
         return False
     if k.kind == MATMUL:  # an epilogue: reads the product at the very element it writes
-        return len(k.items) == 1 and it.node.op not in ir.REDUCE and all(
-            v.arg.is_contiguous() and v.shape == k.shape for v in reads)
+        if len(k.items) > 1 or it.node.op in ir.REDUCE or it.node.size != k.items[0].node.size:
+            return False
+        expr = it.expr if it.shape == k.shape else reshape_expr(it.expr, k.shape)  # reshape(gelu(x @ w + b))
+        if expr is None:
+            return False
+        leaves = _leaves(expr)
+        if not all(v.arg.is_contiguous() for v in leaves if id(v.srcs[0]) in members):
+            return False
+        it.expr, it.shape, it.leaves = expr, k.shape, leaves
+        return True
+    if it.shape != k.shape:
+        return False
     if it.node.op in ir.REDUCE and it.inner != k.inner:
         return False
     return all(members[id(v.srcs[0])].node.op in ir.REDUCE and _is_row_view(v, k.shape, k.inner) for v in reads)
@@ -208,7 +218,7 @@ def schedule(graph: Graph) -> Schedule:
             n = it.node
             if id(n) in slots or id(n) in kern.local and n.op in ir.REDUCE:
                 continue
-            if kern.kind == MATMUL and it is kern.items[1] and id(n) in kern.local:
+            if kern.kind == MATMUL and it is kern.items[-1] and id(n) in kern.local:
                 slots[id(n)] = slots[id(kern.items[0].node)]
                 continue
             fits = [i for i in free if scratch[i][0] == n.dtype and scratch[i][1] >= n.size]
