@@ -101,6 +101,14 @@ class _Expr:
             text = f"{a[0]} {_INFIX[n.op]} {a[1]}"
         elif n.op == "div":
             text = f"{a[0]} / {a[1]}" if n.dtype != "int64" else f"np.int64({a[0]} / {a[1]})"
+        elif n.op == "exp" and n.dtype == "float32":  # vectorisable; outside (-87, 88) what libm gives
+            e = src.var()
+            src.line(f"{e} = exp32({a[0]})")
+            text = (f"{e} if {a[0]} < {src.const(88.0, 'float32')} and {a[0]} > {src.const(-87.0, 'float32')} "
+                    f"else ({src.const(0.0, 'float32')} if {a[0]} <= {src.const(-87.0, 'float32')} "
+                    f"else {a[0]} * {src.const(float('inf'), 'float32')})")
+        elif n.op == "tanh" and n.dtype == "float32":
+            text = f"tanh32({a[0]})"
         elif n.op in _FUNC:
             text = f"{_FUNC[n.op]}({a[0]})"
         elif n.op == "neg":
@@ -180,14 +188,14 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
         expr = _Expr(src, sched, names, local)
         if n.op in ir.REDUCE:
             acc = src.var("acc")
-            src.line(f"{acc} = " + _init(n))
+            src.line(f"{acc} = " + (_init(n) if n.op == "sum" or n.dtype != "float32" else
+                                    src.const(float("-inf"), "float32")))
             _loops(src, inner, shape, names)
             v = expr(it.expr)
             if n.op == "sum":
                 src.line(f"{acc} += {v}")
             else:
-                src.line(f"if {v} > {acc} or {v} != {v}:")
-                src.line(f"    {acc} = {v}")
+                src.line(f"{acc} = max({acc}, {v})")  # as the hand kernels: vectorises, but drops a NaN
             src.depth = base
             r = src.var("r")
             src.line(f"{r} = {acc} != 0" if n.dtype == "bool" else f"{r} = {_CAST[n.dtype]}({acc})")
@@ -293,7 +301,8 @@ def generate(sched: Schedule) -> str:
     params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
         [f"s{i}" for i in range(len(sched.scratch))]
     head = ["import numpy as np", "",
-            "from teenygrad.kernels.elementwise import u",
+            "from teenygrad.kernels.elementwise import tanh32, u",
+            "from teenygrad.kernels.fused import exp32",
             "from teenygrad.kernels.jit import kernel, prange",
             "from teenygrad.kernels.matmul import matmul_tiled", ""]
     head += [f"{name} = {text}" for text, name in consts.items()] + ["", ""]
