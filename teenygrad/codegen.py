@@ -13,20 +13,25 @@ The generated code is the loops chapter 9 wrote by hand, written by a program in
 every elementwise op one line of straight-line code (SSA: one variable per node), constants module-level
 globals of the graph's dtype (a bare Python `0.5` would make numba compute a float32 graph in float64).
 Shapes and strides are literals in the source, so LLVM folds the index arithmetic and vectorises the inner
-loop. A `run` function calls the kernels in order, so a compiled step is one call from Python.
+loop. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
+call into machine code, but numba then links every kernel into it again: measured, a third more compile
+time for a few microseconds a kernel saved.) Kernels that differ only in the arrays they touch (a layer
+repeated) are generated once.
 """
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from teenygrad import ir
 from teenygrad.ir import Node
-from teenygrad.kernels.jit import PARALLEL_MIN_WORK, num_threads
+from teenygrad.kernels import jit
+from teenygrad.kernels.jit import num_threads
 from teenygrad.kernels.matmul import MR
 from teenygrad.passes import ELEMENTWISE, View
-from teenygrad.schedule import CAT, LOOP, MATMUL, Kernel, Schedule, Slot
+from teenygrad.schedule import CAT, LOOP, MATMUL, Kernel, Schedule, Slot, tree
 
 FASTMATH = '{"reassoc", "contract", "nsz"}'   # reorder sums (to vectorise them), fuse multiply-adds; inf/nan kept
 _CAST = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64"}
@@ -60,7 +65,10 @@ class _Source:
             return str(bool(value))
         text = f"{_CAST[dtype]}({value!r})" if not (isinstance(value, float) and not math.isfinite(value)) \
             else f"{_CAST[dtype]}(float('{value}'))"
-        return self.consts.setdefault(text, f"K{len(self.consts)}")
+        name = f"{dtype[0].upper()}{dtype[-2:] if dtype != 'int64' else ''}_" + \
+            repr(value).replace("-", "m").replace(".", "_").replace("+", "").replace("'", "")
+        name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)  # F32_0_5, F64_minf
+        return self.consts.setdefault(text, name)
 
 
 def _index(view: View, names: list[str]) -> str:
@@ -148,7 +156,7 @@ def _unravel(src: _Source, outer: list[int], shape: tuple[int, ...], names: list
 def _work(kern: Kernel) -> int:
     cost = 0
     for it in kern.items:
-        nodes = ir.toposort([it.expr]) if it.expr is not None else []
+        nodes = tree(it.expr)
         per = 1 + sum(_COST.get(n.op, 0) for n in nodes if n.op in ELEMENTWISE)
         cost += per * int(np.prod(it.shape, dtype=np.int64))
     return cost
@@ -175,7 +183,7 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
     names = [f"i{d}" for d in range(len(shape))]
     outer = [d for d in range(len(shape)) if d not in inner]
     n_outer = int(np.prod([shape[d] for d in outer], dtype=np.int64))
-    parallel = n_outer > 1 and _work(kern) >= PARALLEL_MIN_WORK
+    parallel = n_outer > 1 and _work(kern) >= jit.PARALLEL_MIN_WORK
     args = _slots_of(kern, sched)
     _header(name, args, parallel, src)
     src.line(f"for o in {'prange' if parallel else 'range'}({n_outer}):")
@@ -228,7 +236,7 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> lis
     *batch, m, k = a.shape
     n = b.shape[-1]
     nbatch = int(np.prod(batch, dtype=np.int64))
-    parallel = nbatch * m * n * k // 4 >= PARALLEL_MIN_WORK and nbatch * m > MR
+    parallel = nbatch * m * n * k // 4 >= jit.PARALLEL_MIN_WORK and nbatch * m > MR
     blocks = max(1, min(-(-m // MR), -(-2 * num_threads() // nbatch))) if parallel else 1
     step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
     blocks = _ceil(m, step) if m else 0
@@ -284,18 +292,26 @@ def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[s
     return args
 
 
+def _canonical(lines: list[str], args: list[str]) -> str:
+    """A kernel's source with its arrays renamed a0, a1, ... in argument order: kernels that differ only in
+    which buffers they touch (the same layer, repeated) then have the same text, and are compiled once."""
+    rename = {name: f"a{i}" for i, name in enumerate(args)}
+    return re.sub(r"\b(?:in|out|s)\d+\b", lambda m: rename[m.group(0)], "\n".join(lines))
+
+
 def generate(sched: Schedule) -> str:
-    """The whole module: imports, constants, one function per kernel, and `run`, which calls them in order."""
+    """The whole module: imports, constants, one function per distinct kernel, and `run`, which calls them
+    in order."""
     consts: dict[str, str] = {}
-    body = _Source(consts)
+    functions: dict[str, str] = {}   # canonical source (with the name KNAME) -> function name
     calls = []
-    for k, kern in enumerate(sched.kernels):
+    for kern in sched.kernels:
         make = {LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]
-        body.depth = 0
-        args = make(f"k{k}", kern, sched, body)
-        body.lines.append("")
-        body.lines.append("")
-        calls.append(f"k{k}({', '.join(args)})")
+        body = _Source(consts)
+        args = make("KNAME", kern, sched, body)
+        text = _canonical(body.lines, args)
+        name = functions.setdefault(text, f"k{len(functions)}")
+        calls.append(f"{name}({', '.join(args)})")
     for source, target in sched.copies:  # assigns that could not be written in place
         calls.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
     params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
@@ -305,6 +321,7 @@ def generate(sched: Schedule) -> str:
             "from teenygrad.kernels.fused import exp32",
             "from teenygrad.kernels.jit import kernel, prange",
             "from teenygrad.kernels.matmul import matmul_tiled", ""]
-    head += [f"{name} = {text}" for text, name in consts.items()] + ["", ""]
-    run = ["@kernel", f"def run({', '.join(params)}):"] + [f"    {c}" for c in calls or ["pass"]]
-    return "\n".join(head + body.lines + run) + "\n"
+    head += [f"{name} = {text}" for text, name in sorted(consts.items(), key=lambda kv: kv[1])] + ["", ""]
+    body = [text.replace("KNAME", name) + "\n\n" for text, name in functions.items()]
+    run = [f"def run({', '.join(params)}):"] + [f"    {c}" for c in calls or ["pass"]]
+    return "\n".join(head + body + run) + "\n"

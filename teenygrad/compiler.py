@@ -31,7 +31,7 @@ from teenygrad import ir
 from teenygrad.codegen import generate, slot_name
 from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
-from teenygrad.schedule import Schedule, kernel_cost, schedule
+from teenygrad.schedule import Schedule, kernel_cost, schedule, tree
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
@@ -129,8 +129,7 @@ class Program:
             total_bytes, total_flops = total_bytes + nbytes, total_flops + flops
             ops = []
             for it in kern.items:
-                fused = sorted({n.op for n in ir.toposort([it.expr])} - {"view", "const"}) if it.expr is not None \
-                    else []
+                fused = sorted({n.op for n in tree(it.expr)} - {"view", "const"})
                 where = slot_name(self.schedule.slots[id(it.node)]) if id(it.node) in self.schedule.slots \
                     else "register"
                 ops.append(f"{it.node.op}{it.node.shape}" + (f"[{' '.join(fused)}]" if fused else "") + f"->{where}")

@@ -75,19 +75,24 @@ class Schedule:
     out_slots: list[Slot] = field(default_factory=list)
 
 
-def _leaves(expr: Node) -> list[Node]:
-    """The view nodes an expression tree reads (through elementwise ops)."""
-    out, seen, stack = [], set(), [expr]
+def tree(expr: Node | None) -> list[Node]:
+    """The nodes of one kernel's expression: its elementwise ops and the views and constants they read
+    (not what lies beyond a view: that was computed by another kernel, or is a buffer)."""
+    out, seen, stack = [], set(), [expr] if expr is not None else []
     while stack:
         n = stack.pop()
         if id(n) in seen:
             continue
         seen.add(id(n))
-        if n.op == "view":
-            out.append(n)
-        elif n.op in ELEMENTWISE:
+        out.append(n)
+        if n.op in ELEMENTWISE:
             stack.extend(n.srcs)
     return out
+
+
+def _leaves(expr: Node) -> list[Node]:
+    """The view nodes an expression tree reads (through elementwise ops)."""
+    return [n for n in tree(expr) if n.op == "view"]
 
 
 def _item(n: Node) -> Item:
@@ -143,13 +148,19 @@ def schedule(graph: Graph) -> Schedule:
     want = {id(n) for n in outputs} | {id(e.srcs[1]) for e in effects}
     items = [_item(n) for n in order
              if n.op in stored_ops or (id(n) in want and n.op not in stored_ops and n.op not in ("load", "assign"))]
-    # -- fusion: consecutive items join the open kernel when legal
+    # -- fusion: an item joins the kernel that produces the last thing it reads, when legal (it then runs
+    #    earlier than the kernels in between, which is safe: none of them reads it, none writes what it reads)
     kernels: list[Kernel] = []
+    made_by: dict[int, int] = {}
     for it in items:
-        if kernels and kernels[-1].kind in (LOOP, MATMUL) and _can_join(kernels[-1], it):
-            kernels[-1].items.append(it)
+        deps = [made_by[id(v.srcs[0])] for v in it.leaves if id(v.srcs[0]) in made_by]
+        k = max(deps, default=-1)
+        if k >= 0 and kernels[k].kind in (LOOP, MATMUL) and _can_join(kernels[k], it):
+            kernels[k].items.append(it)
         else:
+            k = len(kernels)
             kernels.append(Kernel(it.kind, [it]))
+        made_by[id(it.node)] = k
     kernel_of = {id(it.node): k for k, kern in enumerate(kernels) for it in kern.items}
     readers: dict[int, set[int]] = {}   # id(stored node) -> kernels that read it through a view
     for k, kern in enumerate(kernels):
@@ -263,7 +274,7 @@ def kernel_cost(kern: Kernel, sched: Schedule) -> tuple[int, int]:
             a, b = it.node.srcs
             flops += 2 * it.node.size * a.shape[-1]
         elif it.expr is not None:
-            ops = sum(1 for n in ir.toposort([it.expr]) if n.op in ELEMENTWISE)
+            ops = sum(1 for n in tree(it.expr) if n.op in ELEMENTWISE)
             flops += (ops + (it.node.op in ir.REDUCE)) * int(np.prod(it.shape, dtype=np.int64))
     written = sum(it.node.size * np.dtype(it.node.dtype).itemsize for it in kern.items
                   if not (it.node.op in ir.REDUCE and id(it.node) in kern.local))
