@@ -304,16 +304,16 @@ def generate(sched: Schedule) -> str:
     in order."""
     consts: dict[str, str] = {}
     functions: dict[str, str] = {}   # canonical source (with the name KNAME) -> function name
-    calls = []
+    calls: list[tuple[str, list[str]]] = []   # (function, its arrays) in order
     for kern in sched.kernels:
         make = {LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]
         body = _Source(consts)
         args = make("KNAME", kern, sched, body)
         text = _canonical(body.lines, args)
-        name = functions.setdefault(text, f"k{len(functions)}")
-        calls.append(f"{name}({', '.join(args)})")
+        calls.append((functions.setdefault(text, f"k{len(functions)}"), args))
+    lines = [f"{name}({', '.join(args)})" for name, args in calls]
     for source, target in sched.copies:  # assigns that could not be written in place
-        calls.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
+        lines.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
     params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
         [f"s{i}" for i in range(len(sched.scratch))]
     head = ["import numpy as np", "",
@@ -323,5 +323,7 @@ def generate(sched: Schedule) -> str:
             "from teenygrad.kernels.matmul import matmul_tiled", ""]
     head += [f"{name} = {text}" for text, name in sorted(consts.items(), key=lambda kv: kv[1])] + ["", ""]
     body = [text.replace("KNAME", name) + "\n\n" for text, name in functions.items()]
-    run = [f"def run({', '.join(params)}):"] + [f"    {c}" for c in calls or ["pass"]]
-    return "\n".join(head + body + run) + "\n"
+    steps = ["# the kernels run calls, with the names of their arrays (for Program.profile)", "STEPS = ["]
+    steps += [f"    ({name}, {tuple(args)})," for name, args in calls] + ["]", "", ""]
+    run = [f"def run({', '.join(params)}):"] + [f"    {line}" for line in lines or ["pass"]]
+    return "\n".join(head + body + steps + run) + "\n"

@@ -22,6 +22,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -120,6 +121,24 @@ class Program:
                 self._run(*flat, *outs, *self._scratch)
         return [(outs[j].copy() if j is not None else outs[i]).reshape(n.shape)
                 for i, (n, j) in enumerate(zip(self.outputs, self._out_index))]
+
+    def profile(self, arrays: Sequence[np.ndarray], repeats: int = 5) -> list[float]:
+        """Seconds each kernel takes (best of `repeats`), run one by one on these inputs (which assigns may
+        overwrite). For finding the slow kernel of `describe()`'s list."""
+        self(arrays)  # compile everything first
+        env = {f"in{i}": np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)}
+        env.update({f"out{i}": np.empty(n.size, n.dtype) for i, n in enumerate(self.outputs)})
+        env.update({f"s{i}": a for i, a in enumerate(self._scratch)})
+        times = []
+        for fn, names in sys.modules[self._run.__module__].STEPS:
+            args = [env[n] for n in names]
+            best = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn(*args)
+                best = min(best, time.perf_counter() - t0)
+            times.append(best)
+        return times
 
     def describe(self) -> str:
         """The schedule: one line per kernel (its fused ops, bytes moved, FLOPs), then totals."""

@@ -189,11 +189,25 @@ def fold_views(graph: Graph) -> Graph:
             return memo[key]
         return move(_wrap(n), op, arg)
 
+    # An elementwise result a matmul reads (through movement ops: the heads of q, k, v) is stored once, where
+    # it is computed, and the matmul reads it as a strided view; pushing the views down instead would
+    # recompute it in one copy kernel per consumer.
+    store_first = set()
+    for n in graph.nodes():
+        if n.op == "matmul":
+            for s in n.srcs:
+                while s.op in ir.MOVEMENT:
+                    s = s.srcs[0]
+                if s.op in ELEMENTWISE:
+                    store_first.add(id(s))
+
     def fold(n: Node, srcs: tuple[Node, ...]) -> Node:
         if n.op in ir.MOVEMENT:
             return move(srcs[0], n.op, n.arg)
         if n.op in ("load", "arange"):
             return n
+        if id(n) in store_first:
+            return Node("contiguous", (_same(n, tuple(_wrap(s) for s in srcs)),), n.shape, n.dtype)
         if n.op == "matmul":  # the matmul kernel reads strided operands, not expressions: store those first
             srcs = tuple(_wrap(s) for s in srcs)
             srcs = tuple(s if s.op == "view" and min(s.arg.strides, default=0) >= 0
