@@ -238,6 +238,47 @@ def test_arange_cat_and_int_masks():
     check([softmax(masked), ir.cat([x, masked], 1), ir.unary("cast", causal, "float32")], dtype="float32")
 
 
+def transformer_block(B, T, C, nh, dtype, rng):
+    """Chapter 9's block from primitives: layer norm, q k v heads, causal softmax, projection, MLP with GELU."""
+    def buf(name, shape, scale=1.0):
+        return ir.load(ir.Buffer(name, shape, dtype, (rng.standard_normal(shape) * scale).astype(dtype)))
+
+    def linear(h, w, b):
+        bias = ir.expand(ir.reshape(b, (1, w.shape[0])), (h.shape[0], w.shape[0]))
+        return ir.binary("add", ir.matmul(h, ir.permute(w, (1, 0))), bias)
+    x, hs = buf("x", (B, T, C)), C // nh
+    h = layer_norm(ir.reshape(x, (B * T, C)), buf("ln1w", (C,)), buf("ln1b", (C,)))
+    qkv = ir.reshape(linear(h, buf("wqkv", (3 * C, C), C ** -0.5), buf("bqkv", (3 * C,))), (B, T, 3, nh, hs))
+    q, k, v = (ir.permute(ir.reshape(ir.slice_(qkv, ((0, B, 1), (0, T, 1), (i, i + 1, 1), (0, nh, 1), (0, hs, 1))),
+                                     (B, T, nh, hs)), (0, 2, 1, 3)) for i in range(3))
+    s = ir.matmul(q, ir.permute(k, (0, 1, 3, 2)))
+    s = ir.binary("mul", s, c(hs ** -0.5, s))
+    mask = ir.binary("lt", ir.arange(s.shape, 2), ir.arange(s.shape, 3))
+    p = softmax(ir.where(mask, ir.const(float("-inf"), dtype, s.shape), s))
+    y = ir.reshape(ir.permute(ir.matmul(p, v), (0, 2, 1, 3)), (B * T, C))
+    x2 = ir.binary("add", ir.reshape(x, (B * T, C)), linear(y, buf("wo", (C, C), C ** -0.5), buf("bo", (C,))))
+    m = gelu(linear(layer_norm(x2, buf("ln2w", (C,)), buf("ln2b", (C,))), buf("w1", (4 * C, C), C ** -0.5),
+                    buf("b1", (4 * C,))))
+    out = ir.binary("add", x2, linear(m, buf("w2", (C, 4 * C), (4 * C) ** -0.5), buf("b2", (C,))))
+    return ir.reshape(out, (B, T, C))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_transformer_block_is_ten_kernels_and_matches_the_oracle(dtype):
+    program = check([transformer_block(2, 8, 16, 2, dtype, np.random.default_rng(6))], dtype=dtype)
+    # layer norm; qkv matmul + bias; q k^T; scale, mask, softmax; p v; heads back together (a copy);
+    # projection; residual + layer norm; MLP up + bias + GELU; MLP down + bias + residual
+    assert len(program.schedule.kernels) == 10
+    times = program.profile([b.array for b in program.inputs], repeats=1)
+    assert len(times) == 10 and all(t >= 0 for t in times)
+
+
+def test_two_assigns_to_one_buffer_are_refused():
+    p = ir.load(buffer("p", (3,), "float64", np.random.default_rng(7)))
+    with pytest.raises(ValueError, match="assigned twice"):
+        compile_graph([], [ir.assign(p, ir.unary("neg", p)), ir.assign(p, ir.unary("exp", p))])
+
+
 # ---- debugging, the cache, the plain-Python fallback ----------------------------------------------------
 
 def test_debug_levels_print_schedule_ir_and_source(monkeypatch, capsys):
