@@ -10,7 +10,9 @@ the hand-written kernel doing the same work (best of several calls, alternating,
   - layer norm of (B*T, C) activations against `kernels.fused.layer_norm`;
   - a linear layer with bias + GELU, (B*T, C) @ (C, 4C), against `kernels.matmul.matmul` + `fused.add_bias`
     + the GELU kernel `kernels.elementwise` uses in eager teenygrad.
-A ratio below 1 means the generated kernel is faster. The script prints what it measured, whatever it is.
+A ratio below 1 means the generated kernel is faster. Each comparison runs on all threads, then on one (on a
+machine busy with other work, a parallel kernel waits for a free core: the one-thread ratio is the steadier).
+The script prints what it measured, whatever it is.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import math
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,12 +62,15 @@ def gelu(x):
 
 def ratio(name: str, compiled, hand) -> None:
     compiled(), hand()
-    tc, th = [], []
-    for _ in range(3):  # alternate, so a busy machine slows both alike
-        tc.append(best_time(compiled, 30, 1.0))
-        th.append(best_time(hand, 30, 1.0))
-    c_, h_ = min(tc), min(th)
-    print(f"{name:<52} compiled {c_ * 1e6:8.1f} us   hand {h_ * 1e6:8.1f} us   ratio {c_ / h_:.2f}")
+    for threads in (numba.config.NUMBA_NUM_THREADS, 1):
+        numba.set_num_threads(threads)
+        tc, th = [], []
+        for _ in range(3):  # alternate, so a busy machine slows both alike
+            tc.append(best_time(compiled, 30, 1.0))
+            th.append(best_time(hand, 30, 1.0))
+        c_, h_ = min(tc), min(th)
+        print(f"{name:<50} {threads} thr  compiled {c_ * 1e6:8.1f} us   hand {h_ * 1e6:8.1f} us   ratio {c_ / h_:.2f}")
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 def main() -> None:
