@@ -184,6 +184,8 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
     outer = [d for d in range(len(shape)) if d not in inner]
     n_outer = int(np.prod([shape[d] for d in outer], dtype=np.int64))
     parallel = n_outer > 1 and _work(kern) >= jit.PARALLEL_MIN_WORK
+    if len(kern.items) == 1 and kern.items[0].node.op in ir.REDUCE and outer and outer[-1] == len(shape) - 1:
+        return column_kernel(name, kern, sched, src, outer, n_outer, parallel)
     args = _slots_of(kern, sched)
     _header(name, args, parallel, src)
     src.line(f"for o in {'prange' if parallel else 'range'}({n_outer}):")
@@ -215,6 +217,36 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
             v = expr(it.expr)
             src.line(f"{slot_name(sched.slots[id(n)])}[u({_index(View.contiguous(shape), names)})] = {v}")
             src.depth = base
+    return args
+
+
+def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer: list[int], n_outer: int,
+                  parallel: bool) -> list[str]:
+    """A reduction over leading axes (a bias's gradient: the sum over rows of (R, C)). Walking down each
+    column would touch a new cache line per element; instead each chunk of columns keeps a row of
+    accumulators and the rows stream past it in memory order."""
+    shape, n = kern.shape, kern.items[0].node
+    names = [f"i{d}" for d in range(len(shape))]
+    chunks = min(n_outer, 16) if parallel else 1
+    acc_dtype = "np.float64" if n.op == "sum" and n.dtype.startswith("float") else _CAST.get(n.dtype, "np.bool_")
+    args = _slots_of(kern, sched)
+    _header(name, args, parallel, src)
+    src.line(f"for ch in {'prange' if parallel else 'range'}({chunks}):")
+    src.depth += 1
+    src.line(f"lo = ch * {n_outer} // {chunks}")
+    src.line(f"hi = (ch + 1) * {n_outer} // {chunks}")
+    init = _init(n) if n.op == "sum" or n.dtype != "float32" else src.const(float("-inf"), "float32")
+    src.line(f"acc = np.full(hi - lo, {init}, {acc_dtype})")
+    _loops(src, [d for d in range(len(shape)) if d not in outer], shape, names)
+    src.line("for o in range(lo, hi):")
+    src.depth += 1
+    _unravel(src, outer, shape, names, "o")
+    v = _Expr(src, sched, names, {})(kern.items[0].expr)
+    src.line(f"acc[o - lo] += {v}" if n.op == "sum" else f"acc[o - lo] = max(acc[o - lo], {v})")
+    src.depth = 2
+    src.line("for o in range(lo, hi):")
+    cast = "acc[o - lo] != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}(acc[o - lo])"
+    src.line(f"    {slot_name(sched.slots[id(n)])}[u(o)] = {cast}")
     return args
 
 
