@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from teenygrad import ir  # noqa: E402
-from teenygrad.compiler import compile_graph  # noqa: E402
+from teenygrad.backend import compile_graph  # noqa: E402
 from teenygrad.kernels import elementwise, fused  # noqa: E402
 from teenygrad.kernels import softmax as hand_softmax  # noqa: E402
 from teenygrad.kernels.layout import ints  # noqa: E402

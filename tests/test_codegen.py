@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from teenygrad import ir
-from teenygrad.compiler import compile_graph, run_passes
+from teenygrad.backend import compile_graph, run_passes
 from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -295,7 +295,7 @@ def test_debug_levels_print_schedule_ir_and_source(monkeypatch, capsys):
 SCRIPT = textwrap.dedent("""
     import numpy as np, sys
     from teenygrad import ir
-    from teenygrad.compiler import compile_graph
+    from teenygrad.backend import compile_graph
     x = ir.Buffer("x", (4, 6), "float32", np.linspace(-1, 1, 24, dtype="float32").reshape(4, 6))
     w = ir.Buffer("w", (6, 8), "float32", np.linspace(-1, 1, 48, dtype="float32").reshape(6, 8))
     y = ir.unary("tanh", ir.matmul(ir.load(x), ir.load(w)))
