@@ -13,6 +13,11 @@ and shares the rest. `Graph.format()` prints the IR (`ir.format_graph`), so a le
                      a buffer. A reshape that strides cannot express (a transposed matrix flattened) forces a
                      copy: a `contiguous` node, which the scheduler turns into a copy kernel.
 
+Pushing a view below an elementwise op computes the op once per element of the view: for a permute or a
+slice that is the same work, but an expand of an expensive result (exp of a row vector broadcast over rows)
+recomputes it for every row, unless LLVM hoists it out of the inner loop (it does when the expanded axis is
+the inner one).
+
 After `fold_views` two ops appear that the front end never writes: `view` (arg: a `View`; its source is a
 load, an arange, or a node the scheduler will store in memory) and `contiguous` (a forced copy).
 """
