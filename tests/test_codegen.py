@@ -273,6 +273,18 @@ def test_a_transformer_block_is_ten_kernels_and_matches_the_oracle(dtype):
     assert len(times) == 10 and all(t >= 0 for t in times)
 
 
+def test_outputs_that_are_loads_constants_or_repeated_and_assigns_that_swap_buffers():
+    rng = np.random.default_rng(8)
+    x, y = ir.load(buffer("x", (3, 4), "float64", rng)), ir.load(buffer("y", (3, 4), "float64", rng))
+    e = ir.unary("exp", x)
+    program = check([x, ir.const(2.0, "float64", (2, 2)), e, e, ir.permute(y, (1, 0))],
+                    [ir.assign(x, y), ir.assign(y, ir.binary("add", x, e))])  # each reads the other's old value
+    assert len(program.schedule.copies) == 1  # x's new value waits in scratch until y's update has read x
+    empty = ir.slice_(x, ((0, 0, 1), (0, 4, 1)))
+    check([ir.reduce("sum", empty, [0]), ir.reduce("max", empty, [0]),
+           ir.matmul(ir.slice_(x, ((0, 3, 1), (0, 0, 1))), ir.slice_(y, ((0, 0, 1), (0, 4, 1))))])
+
+
 def test_two_assigns_to_one_buffer_are_refused():
     p = ir.load(buffer("p", (3,), "float64", np.random.default_rng(7)))
     with pytest.raises(ValueError, match="assigned twice"):
