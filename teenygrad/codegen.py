@@ -33,7 +33,7 @@ import numpy as np
 from teenygrad import ir
 from teenygrad.ir import Node
 from teenygrad.kernels import jit
-from teenygrad.kernels.jit import num_threads
+from teenygrad.kernels.jit import CHUNKS, num_threads
 from teenygrad.kernels.matmul import MR
 from teenygrad.passes import ELEMENTWISE, View
 from teenygrad.schedule import CAT, LOOP, MATMUL, Kernel, Schedule, Slot, tree
@@ -173,6 +173,25 @@ def _header(name: str, args: list[str], parallel: bool, src: _Source) -> None:
     src.depth += 1
 
 
+def _open(name: str, args: list[str], parallel: bool, n: int, src: _Source, var: str = "o") -> None:
+    """Start a kernel whose outer loop runs `var` over range(n). A parallel kernel is a serial body over
+    first..last and a driver sharing out chunks of the range among threads (as the hand kernels are written):
+    numba compiles a prange whose body only calls a function several times faster than one around loops."""
+    if parallel:
+        chunks = min(n, CHUNKS)
+        _header(name, args, True, src)
+        src.line(f"for c in prange({chunks}):")
+        src.line(f"    {name}_body({''.join(a + ', ' for a in args)}c * {n} // {chunks}, (c + 1) * {n} // {chunks})")
+        src.lines += ["", ""]
+        src.depth = 0
+        _header(f"{name}_body", [*args, "first", "last"], False, src)
+        src.line(f"for {var} in range(first, last):")
+    else:
+        _header(name, args, False, src)
+        src.line(f"for {var} in range({n}):")
+    src.depth += 1
+
+
 def _slots_of(kern: Kernel, sched: Schedule) -> list[str]:
     names = []
     for it in kern.items:
@@ -192,9 +211,7 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
     if len(kern.items) == 1 and kern.items[0].node.op in ir.REDUCE and outer and outer[-1] == len(shape) - 1:
         return column_kernel(name, kern, sched, src, outer, n_outer, parallel)
     args = _slots_of(kern, sched)
-    _header(name, args, parallel, src)
-    src.line(f"for o in {'prange' if parallel else 'range'}({n_outer}):")
-    src.depth += 1
+    _open(name, args, parallel, n_outer, src)
     _unravel(src, outer, shape, names, "o")
     local: dict[int, str] = {}
     for it in kern.items:
@@ -235,9 +252,7 @@ def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer:
     chunks = min(n_outer, 16) if parallel else 1
     acc_dtype = "np.float64" if n.op == "sum" and n.dtype.startswith("float") else _CAST.get(n.dtype, "np.bool_")
     args = _slots_of(kern, sched)
-    _header(name, args, parallel, src)
-    src.line(f"for ch in {'prange' if parallel else 'range'}({chunks}):")
-    src.depth += 1
+    _open(name, args, parallel, chunks, src, "ch")
     src.line(f"lo = ch * {n_outer} // {chunks}")
     src.line(f"hi = (ch + 1) * {n_outer} // {chunks}")
     init = _init(n) if n.op == "sum" or n.dtype != "float32" else src.const(float("-inf"), "float32")
@@ -278,7 +293,7 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> lis
     step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
     blocks = _ceil(m, step) if m else 0
     args = _slots_of(kern, sched)
-    _header(name, args, parallel, src)
+    _open(name, args, parallel, nbatch * blocks, src, "t")
     size = np.dtype(mm.dtype).itemsize
     for var, op in (("A", a), ("B", b)):
         v: View = op.arg
@@ -288,8 +303,6 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> lis
     out = View.contiguous(mm.shape)
     src.line(f"C = np.lib.stride_tricks.as_strided({slot_name(sched.slots[id(mm)])}, shape={mm.shape}, "
              f"strides={tuple(s * size for s in out.strides)})")
-    src.line(f"for t in {'prange' if parallel else 'range'}({nbatch * blocks}):")
-    src.depth += 1
     names = [f"i{d}" for d in range(len(mm.shape))]
     src.line(f"bt = t // {blocks}")
     src.line(f"lo = (t % {blocks}) * {step}")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from teenygrad import ir
 from teenygrad.backend import compile_graph, run_passes
+from teenygrad.kernels.jit import force_path
 from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -283,6 +284,21 @@ def test_outputs_that_are_loads_constants_or_repeated_and_assigns_that_swap_buff
     empty = ir.slice_(x, ((0, 0, 1), (0, 4, 1)))
     check([ir.reduce("sum", empty, [0]), ir.reduce("max", empty, [0]),
            ir.matmul(ir.slice_(x, ((0, 3, 1), (0, 0, 1))), ir.slice_(y, ((0, 0, 1), (0, 4, 1))))])
+
+
+def test_parallel_kernels_match_the_oracle():
+    """Under force_path("parallel") every kernel with more than one outer index is generated with a parallel
+    driver: uneven chunks, matmul blocks of rows with an epilogue, column reductions, in-place assigns."""
+    rng = np.random.default_rng(9)
+    with force_path("parallel"):
+        x = ir.load(buffer("x", (3, 17, 10), "float32", rng))
+        w = ir.load(buffer("w", (10, 10), "float32", rng))
+        h = ir.unary("tanh", ir.matmul(x, ir.expand(ir.reshape(w, (1, 10, 10)), (3, 10, 10))))
+        flat = ir.reshape(x, (51, 10))
+        p = ir.load(buffer("p", (51, 10), "float32", rng))
+        program = check([softmax(h), ir.reduce("sum", flat, [0]), ir.reduce("max", x, [0, 1])],
+                        [ir.assign(p, ir.binary("mul", p, flat))], dtype="float32")
+    assert "prange" in program.source and "_body(" in program.source
 
 
 def test_two_assigns_to_one_buffer_are_refused():
