@@ -289,7 +289,8 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> lis
     n = b.shape[-1]
     nbatch = int(np.prod(batch, dtype=np.int64))
     parallel = nbatch * m * n * k // 4 >= jit.PARALLEL_MIN_WORK and nbatch * m > MR
-    blocks = max(1, min(-(-m // MR), -(-2 * num_threads() // nbatch))) if parallel else 1
+    # one block of rows per thread, as matmul_parallel (each block packs all of B again)
+    blocks = max(1, min(_ceil(m, MR), _ceil(num_threads(), nbatch))) if parallel else 1
     step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
     blocks = _ceil(m, step) if m else 0
     args = _slots_of(kern, sched)
