@@ -2,7 +2,7 @@
 
 The generated code is the loops chapter 9 wrote by hand, written by a program instead. A loop kernel is
 
-    for o in prange(OUTER):              # the outer index: every axis not reduced (rows)
+    for o in range(first, last):         # the outer index: every axis not reduced (rows)
         i0 = o // 64; i1 = o % 64        # unravelled into one index per axis
         acc = 0.0                        # a reduction: the inner loop accumulates into a register
         for i2 in range(128):
@@ -10,7 +10,8 @@ The generated code is the loops chapter 9 wrote by hand, written by a program in
             acc += np.exp(t0 - r5)
         ...
 
-every elementwise op one line of straight-line code (SSA: one variable per node), constants module-level
+(a serial body over rows first..last; when the work pays, a driver shares chunks of rows among threads with
+prange), every elementwise op one line of straight-line code (SSA: one variable per node), constants module-level
 globals of the graph's dtype (a bare Python `0.5` would make numba compute a float32 graph in float64).
 Shapes and strides are literals in the source, so LLVM folds the index arithmetic and vectorises the inner
 loop. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
