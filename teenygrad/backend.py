@@ -1,0 +1,193 @@
+"""The compiler's back end in one call (chapter 10): graph -> passes -> schedule -> source -> numba -> Program.
+
+    program = compile_graph(outputs, effects)     # ir.Nodes the front end captured
+    results = program([array for each of program.inputs])
+
+The pipeline: `fold_constants`, `eliminate_dead`, `eliminate_common`, `fold_views`, `eliminate_common` again
+(view folding makes new duplicates), then `schedule` (fusion and buffer planning) and `generate` (source).
+The source is written to a file under the cache directory, named by its hash, and imported; numba compiles
+its functions on the first call and caches the machine code beside it (`cache=True`), so a second process
+that builds the same graph (same ops, shapes, dtypes, strides; the buffers' contents don't matter) starts
+warm. Within a process, programs are also kept in memory by the same key.
+
+Debugging: TEENYGRAD_DEBUG=1 prints the schedule (kernels, their fused ops, bytes moved, FLOPs), =2 also the
+IR after each pass, =3 also the generated source. The same from Python: `program.describe()`,
+`program.passes` (the IR after each pass), `program.source`, `program.path`.
+TEENYGRAD_JIT=0 runs the same generated source as plain Python (slow, but print() and pdb work in it).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from teenygrad import ir
+from teenygrad.codegen import generate, slot_name
+from teenygrad.kernels.jit import JIT_ENABLED
+from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
+from teenygrad.schedule import Schedule, kernel_cost, schedule, tree
+
+PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("fold_constants", fold_constants),
+    ("eliminate_dead", eliminate_dead),
+    ("eliminate_common", eliminate_common),
+    ("fold_views", fold_views),
+    ("eliminate_common", eliminate_common),
+]
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("TEENYGRAD_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def cache_dir() -> Path:
+    """Where generated sources (and numba's compiled code, beside them) live: $TEENYGRAD_CACHE_DIR, else
+    $XDG_CACHE_HOME/teenygrad/compiled, else ~/.cache/teenygrad/compiled."""
+    if os.environ.get("TEENYGRAD_CACHE_DIR"):
+        return Path(os.environ["TEENYGRAD_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "teenygrad" / "compiled"
+
+
+_MODULES: dict[str, object] = {}
+
+
+def _load(source: str) -> tuple[object, Path]:
+    """Import the generated source from its file (written once: an unchanged file keeps numba's cache valid)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"graph_{digest}.py"
+    if not path.exists() or path.read_text() != source:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    if digest not in _MODULES:
+        name = f"teenygrad_compiled_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _MODULES[digest] = module
+    return _MODULES[digest], path
+
+
+class Program:
+    """A compiled graph. `inputs`: the Buffers it reads, in the order `__call__` wants their arrays.
+    Calling it with one contiguous array per input returns the outputs as fresh arrays; assigns write into
+    the input arrays in place (after every read of the old values)."""
+
+    def __init__(self, sched: Schedule, source: str, passes: list[tuple[str, str]]) -> None:
+        self.schedule, self.source, self.passes = sched, source, passes
+        self.inputs: list[ir.Buffer] = sched.inputs
+        self.outputs = sched.outputs
+        module, self.path = _load(source)
+        self._run = module.run
+        self._scratch = [np.empty(size, dtype) for dtype, size in sched.scratch]
+        self._out_index = []  # for each output: which earlier output it repeats (then it is copied), or None
+        seen: dict[int, int] = {}
+        for i, n in enumerate(self.outputs):
+            self._out_index.append(seen.get(id(n)))
+            seen.setdefault(id(n), i)
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(arrays) != len(self.inputs):
+            raise ValueError(f"Program: expected {len(self.inputs)} arrays (one per program.inputs: "
+                             f"{[b.name for b in self.inputs]}), got {len(arrays)}")
+        flat = []
+        for buf, a in zip(self.inputs, arrays):
+            if not isinstance(a, np.ndarray) or a.shape != tuple(buf.shape) or a.dtype != np.dtype(buf.dtype) \
+                    or not a.flags.c_contiguous:
+                got = f"{a.shape} {a.dtype}" if isinstance(a, np.ndarray) else type(a).__name__
+                raise ValueError(f"Program: input {buf.name!r} must be a C-contiguous {buf.dtype} array of shape "
+                                 f"{tuple(buf.shape)}, got {got} (use np.ascontiguousarray(x, dtype))")
+            flat.append(a.reshape(-1))
+        outs = [np.empty(n.size, n.dtype) for n in self.outputs]
+        if JIT_ENABLED:
+            self._run(*flat, *outs, *self._scratch)
+        else:
+            with np.errstate(all="ignore"):
+                self._run(*flat, *outs, *self._scratch)
+        return [(outs[j].copy() if j is not None else outs[i]).reshape(n.shape)
+                for i, (n, j) in enumerate(zip(self.outputs, self._out_index))]
+
+    def profile(self, arrays: Sequence[np.ndarray], repeats: int = 5) -> list[float]:
+        """Seconds each kernel takes (best of `repeats`), run one by one on these inputs (which assigns may
+        overwrite). For finding the slow kernel of `describe()`'s list."""
+        self(arrays)  # compile everything first
+        env = {f"in{i}": np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)}
+        env.update({f"out{i}": np.empty(n.size, n.dtype) for i, n in enumerate(self.outputs)})
+        env.update({f"s{i}": a for i, a in enumerate(self._scratch)})
+        times = []
+        for fn, names in sys.modules[self._run.__module__].STEPS:
+            args = [env[n] for n in names]
+            best = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn(*args)
+                best = min(best, time.perf_counter() - t0)
+            times.append(best)
+        return times
+
+    def describe(self) -> str:
+        """The schedule: one line per kernel (its fused ops, bytes moved, FLOPs), then totals."""
+        lines, total_bytes, total_flops = [], 0, 0
+        for k, kern in enumerate(self.schedule.kernels):
+            nbytes, flops = kernel_cost(kern, self.schedule)
+            total_bytes, total_flops = total_bytes + nbytes, total_flops + flops
+            ops = []
+            for it in kern.items:
+                fused = sorted({n.op for n in tree(it.expr)} - {"view", "const"})
+                where = slot_name(self.schedule.slots[id(it.node)]) if id(it.node) in self.schedule.slots \
+                    else "register"
+                ops.append(f"{it.node.op}{it.node.shape}" + (f"[{' '.join(fused)}]" if fused else "") + f"->{where}")
+            lines.append(f"k{k:<3} {kern.kind:<6} {nbytes / 1e6:9.3f} MB {flops / 1e6:9.3f} MFLOP  " + ", ".join(ops))
+        for source, target in self.schedule.copies:
+            lines.append(f"copy   {slot_name(source)} -> {slot_name(target)} (an assign not done in place)")
+        lines.append(f"{len(self.schedule.kernels)} kernels, {total_bytes / 1e6:.3f} MB moved, "
+                     f"{total_flops / 1e6:.3f} MFLOP, scratch {sum(s for _, s in self.schedule.scratch)} elements")
+        return "\n".join(lines)
+
+
+def run_passes(outputs: list[ir.Node], effects: Sequence[ir.Node] = ()) -> tuple[Graph, list[tuple[str, str]]]:
+    """The graph after every pass, and the printed IR after each (for TEENYGRAD_DEBUG=2 and `program.passes`)."""
+    graph = Graph(list(outputs), list(effects))
+    shown = [("captured", graph.format())]
+    for name, fn in PASSES:
+        graph = fn(graph)
+        shown.append((name, graph.format()))
+    return graph, shown
+
+
+def compile_graph(outputs: list[ir.Node], effects: Sequence[ir.Node] = ()) -> Program:
+    """Compile the graph computing `outputs` and performing `effects` (ir.assign nodes) into a Program."""
+    for e in effects:
+        if not isinstance(e, ir.Node) or e.op != "assign":
+            raise ValueError(f"compile_graph: effects must be ir.assign nodes, got {e!r}")
+    for n in outputs:
+        if not isinstance(n, ir.Node) or n.op == "assign":
+            raise ValueError(f"compile_graph: outputs must be ir.Nodes that are not assigns, got {n!r}")
+    graph, shown = run_passes(list(outputs), effects)
+    sched = schedule(graph)
+    source = generate(sched)
+    program = Program(sched, source, shown)
+    level = debug_level()
+    if level >= 2:
+        for name, text in shown:
+            print(f"---- IR after {name} ----\n{text}")
+    if level >= 1:
+        print(f"---- schedule ({program.path}) ----\n{program.describe()}")
+    if level >= 3:
+        print(f"---- generated source ----\n{source}")
+    return program

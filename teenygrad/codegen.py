@@ -1,0 +1,381 @@
+"""Code generation (chapter 10): each scheduled kernel becomes the Python source of a numba function.
+
+The generated code is the loops chapter 9 wrote by hand, written by a program instead. A loop kernel is
+
+    for o in range(first, last):         # the outer index: every axis not reduced (rows)
+        i0 = o // 64; i1 = o % 64        # unravelled into one index per axis
+        acc = 0.0                        # a reduction: the inner loop accumulates into a register
+        for i2 in range(128):
+            t0 = x[u(i0*8192 + i1*128 + i2)]        # a view is just index arithmetic: offset + i . strides
+            acc += np.exp(t0 - r5)
+        ...
+
+(a serial body over rows first..last; when the work pays, a driver shares chunks of rows among threads with
+prange), every elementwise op one line of straight-line code (SSA: one variable per node), constants module-level
+globals of the graph's dtype (a bare Python `0.5` would make numba compute a float32 graph in float64).
+Shapes and strides are literals in the source, so LLVM folds the index arithmetic and vectorises the inner
+loop. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
+call into machine code, but numba then links every kernel into it again: measured, a third more compile
+time for a few microseconds a kernel saved.) Kernels that differ only in the arrays they touch (a layer
+repeated) are generated once.
+
+Floats keep the graph's dtype. Sums accumulate in float64 and are rounded once, as the hand kernels do.
+float32 exp and tanh use the hand kernels' vectorisable `exp32` and `tanh32` (relative error ~2e-7).
+Max reductions use `max(acc, v)`, as the hand kernels do: it vectorises, but a NaN in the row is dropped,
+where numpy's max would return NaN.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from teenygrad import ir
+from teenygrad.ir import Node
+from teenygrad.kernels import jit
+from teenygrad.kernels.jit import CHUNKS, num_threads
+from teenygrad.kernels.matmul import MR
+from teenygrad.passes import ELEMENTWISE, View
+from teenygrad.schedule import CAT, LOOP, MATMUL, Kernel, Schedule, Slot, tree
+
+FASTMATH = '{"reassoc", "contract", "nsz"}'   # reorder sums (to vectorise them), fuse multiply-adds; inf/nan kept
+_CAST = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64"}
+_FUNC = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "eq": "=="}
+_COST = {"exp": 8, "log": 8, "tanh": 8, "sqrt": 4, "pow": 16, "div": 2, "recip": 2}
+
+
+def slot_name(s: Slot) -> str:
+    return {"input": "in", "output": "out", "scratch": "s"}[s.kind] + str(s.index)
+
+
+class _Source:
+    """Lines of Python being written, with indentation, fresh variable names and module-level constants."""
+
+    def __init__(self, consts: dict) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+        self.consts = consts
+        self.count = 0
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def var(self, prefix: str = "t") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def const(self, value, dtype: str) -> str:
+        if dtype == "bool":
+            return str(bool(value))
+        text = f"{_CAST[dtype]}({value!r})" if not (isinstance(value, float) and not math.isfinite(value)) \
+            else f"{_CAST[dtype]}(float('{value}'))"
+        name = f"{dtype[0].upper()}{dtype[-2:] if dtype != 'int64' else ''}_" + \
+            repr(value).replace("-", "m").replace(".", "_").replace("+", "").replace("'", "")
+        name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)  # F32_0_5, F64_minf
+        return self.consts.setdefault(text, name)
+
+
+def _index(view: View, names: list[str]) -> str:
+    terms = [str(view.offset)] if view.offset else []
+    terms += [names[d] if st == 1 else f"{names[d]} * {st}" for d, st in enumerate(view.strides)
+              if st != 0 and view.shape[d] != 1]
+    return " + ".join(terms) or "0"
+
+
+class _Expr:
+    """Emits the straight-line code of one expression tree at one point of the iteration space."""
+
+    def __init__(self, src: _Source, sched: Schedule, names: list[str], local: dict[int, str]) -> None:
+        self.src, self.sched, self.names, self.local = src, sched, names, local
+        self.memo: dict[int, str] = {}
+
+    def __call__(self, n: Node) -> str:
+        if id(n) not in self.memo:
+            self.memo[id(n)] = self._emit(n)
+        return self.memo[id(n)]
+
+    def _emit(self, n: Node) -> str:
+        src = self.src
+        if n.op == "const":
+            return src.const(n.arg, n.dtype)
+        if n.op == "view":
+            base = n.srcs[0]
+            if id(base) in self.local:           # a reduction of this kernel, held in a register
+                return self.local[id(base)]
+            index = _index(n.arg, self.names)
+            if base.op == "arange":
+                return f"np.int64({index})"
+            v = src.var()
+            src.line(f"{v} = {slot_name(self.sched.slots[id(base)])}[u({index})]")
+            return v
+        a = [self(s) for s in n.srcs]
+        if n.op in _INFIX:
+            text = f"{a[0]} {_INFIX[n.op]} {a[1]}"
+        elif n.op == "div":
+            text = f"{a[0]} / {a[1]}" if n.dtype != "int64" else f"np.int64({a[0]} / {a[1]})"
+        elif n.op == "exp" and n.dtype == "float32":  # vectorisable; outside (-87, 88) what libm gives
+            e = src.var()
+            src.line(f"{e} = exp32({a[0]})")
+            text = (f"{e} if {a[0]} < {src.const(88.0, 'float32')} and {a[0]} > {src.const(-87.0, 'float32')} "
+                    f"else ({src.const(0.0, 'float32')} if {a[0]} <= {src.const(-87.0, 'float32')} "
+                    f"else {a[0]} * {src.const(float('inf'), 'float32')})")
+        elif n.op == "tanh" and n.dtype == "float32":
+            text = f"tanh32({a[0]})"
+        elif n.op in _FUNC:
+            text = f"{_FUNC[n.op]}({a[0]})"
+        elif n.op == "neg":
+            text = f"-{a[0]}"
+        elif n.op == "recip":
+            text = f"{src.const(1.0, n.dtype)} / {a[0]}"
+        elif n.op == "pow":
+            text = f"{a[0]} ** {a[1]}"
+        elif n.op == "maximum":
+            text = f"np.maximum({a[0]}, {a[1]})"
+        elif n.op == "where":
+            text = f"{a[1]} if {a[0]} else {a[2]}"
+        elif n.op == "cast":
+            text = f"{a[0]} != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}({a[0]})"
+        else:
+            raise NotImplementedError(f"codegen: no code for op {n.op!r}")
+        v = src.var()
+        src.line(f"{v} = {text}")
+        return v
+
+
+def _loops(src: _Source, axes: list[int], shape: tuple[int, ...], names: list[str]) -> None:
+    for d in axes:
+        src.line(f"for {names[d]} in range({shape[d]}):")
+        src.depth += 1
+
+
+def _unravel(src: _Source, outer: list[int], shape: tuple[int, ...], names: list[str], flat: str) -> None:
+    """One index per outer axis from the flat outer index (row-major)."""
+    step = 1
+    for j, d in enumerate(reversed(outer)):
+        div = f"{flat} // {step}" if step > 1 else flat
+        src.line(f"{names[d]} = {div}" + (f" % {shape[d]}" if j < len(outer) - 1 else ""))
+        step *= shape[d]
+
+
+def _work(kern: Kernel) -> int:
+    cost = 0
+    for it in kern.items:
+        nodes = tree(it.expr)
+        per = 1 + sum(_COST.get(n.op, 0) for n in nodes if n.op in ELEMENTWISE)
+        cost += per * int(np.prod(it.shape, dtype=np.int64))
+    return cost
+
+
+def _header(name: str, args: list[str], parallel: bool, src: _Source) -> None:
+    src.line(f"@kernel(parallel={parallel}, fastmath={FASTMATH}, numpy_errors=True)")
+    src.line(f"def {name}({', '.join(args)}):")
+    src.depth += 1
+
+
+def _open(name: str, args: list[str], parallel: bool, n: int, src: _Source, var: str = "o") -> None:
+    """Start a kernel whose outer loop runs `var` over range(n). A parallel kernel is a serial body over
+    first..last and a driver sharing out chunks of the range among threads (as the hand kernels are written):
+    numba compiles a prange whose body only calls a function several times faster than one around loops."""
+    if parallel:
+        chunks = min(n, CHUNKS)
+        _header(name, args, True, src)
+        src.line(f"for c in prange({chunks}):")
+        src.line(f"    {name}_body({''.join(a + ', ' for a in args)}c * {n} // {chunks}, (c + 1) * {n} // {chunks})")
+        src.lines += ["", ""]
+        src.depth = 0
+        _header(f"{name}_body", [*args, "first", "last"], False, src)
+        src.line(f"for {var} in range(first, last):")
+    else:
+        _header(name, args, False, src)
+        src.line(f"for {var} in range({n}):")
+    src.depth += 1
+
+
+def _slots_of(kern: Kernel, sched: Schedule) -> list[str]:
+    names = []
+    for it in kern.items:
+        for n in [*(v.srcs[0] for v in it.leaves), it.node]:
+            if id(n) in sched.slots and not (n.op in ir.REDUCE and id(n) in kern.local):
+                names.append(slot_name(sched.slots[id(n)]))
+    return list(dict.fromkeys(names))
+
+
+def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
+    """A fused loop: outer loop over rows, then for each item an inner loop (a reduction or a store)."""
+    shape, inner = kern.shape, list(kern.inner)
+    names = [f"i{d}" for d in range(len(shape))]
+    outer = [d for d in range(len(shape)) if d not in inner]
+    n_outer = int(np.prod([shape[d] for d in outer], dtype=np.int64))
+    parallel = n_outer > 1 and _work(kern) >= jit.PARALLEL_MIN_WORK
+    if len(kern.items) == 1 and kern.items[0].node.op in ir.REDUCE and outer and outer[-1] == len(shape) - 1:
+        return column_kernel(name, kern, sched, src, outer, n_outer, parallel)
+    args = _slots_of(kern, sched)
+    _open(name, args, parallel, n_outer, src)
+    _unravel(src, outer, shape, names, "o")
+    local: dict[int, str] = {}
+    for it in kern.items:
+        base = src.depth
+        n = it.node
+        expr = _Expr(src, sched, names, local)
+        if n.op in ir.REDUCE:
+            acc = src.var("acc")
+            src.line(f"{acc} = " + (_init(n) if n.op == "sum" or n.dtype != "float32" else
+                                    src.const(float("-inf"), "float32")))
+            _loops(src, inner, shape, names)
+            v = expr(it.expr)
+            if n.op == "sum":
+                src.line(f"{acc} += {v}")
+            else:
+                src.line(f"{acc} = max({acc}, {v})")  # as the hand kernels: vectorises, but drops a NaN
+            src.depth = base
+            r = src.var("r")
+            src.line(f"{r} = {acc} != 0" if n.dtype == "bool" else f"{r} = {_CAST[n.dtype]}({acc})")
+            local[id(n)] = r
+            if id(n) not in kern.local:
+                src.line(f"{slot_name(sched.slots[id(n)])}[u({_index(View.contiguous(n.shape), names)})] = {r}")
+        else:
+            _loops(src, inner, shape, names)
+            v = expr(it.expr)
+            src.line(f"{slot_name(sched.slots[id(n)])}[u({_index(View.contiguous(shape), names)})] = {v}")
+            src.depth = base
+    return args
+
+
+def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer: list[int], n_outer: int,
+                  parallel: bool) -> list[str]:
+    """A reduction over leading axes (a bias's gradient: the sum over rows of (R, C)). Walking down each
+    column would touch a new cache line per element; instead each chunk of columns keeps a row of
+    accumulators and the rows stream past it in memory order."""
+    shape, n = kern.shape, kern.items[0].node
+    names = [f"i{d}" for d in range(len(shape))]
+    chunks = min(n_outer, 16) if parallel else 1
+    acc_dtype = "np.float64" if n.op == "sum" and n.dtype.startswith("float") else _CAST.get(n.dtype, "np.bool_")
+    args = _slots_of(kern, sched)
+    _open(name, args, parallel, chunks, src, "ch")
+    src.line(f"lo = ch * {n_outer} // {chunks}")
+    src.line(f"hi = (ch + 1) * {n_outer} // {chunks}")
+    init = _init(n) if n.op == "sum" or n.dtype != "float32" else src.const(float("-inf"), "float32")
+    src.line(f"acc = np.full(hi - lo, {init}, {acc_dtype})")
+    _loops(src, [d for d in range(len(shape)) if d not in outer], shape, names)
+    src.line("for o in range(lo, hi):")
+    src.depth += 1
+    _unravel(src, outer, shape, names, "o")
+    v = _Expr(src, sched, names, {})(kern.items[0].expr)
+    src.line(f"acc[o - lo] += {v}" if n.op == "sum" else f"acc[o - lo] = max(acc[o - lo], {v})")
+    src.depth = 2
+    src.line("for o in range(lo, hi):")
+    cast = "acc[o - lo] != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}(acc[o - lo])"
+    src.line(f"    {slot_name(sched.slots[id(n)])}[u(o)] = {cast}")
+    return args
+
+
+def _init(n: Node) -> str:
+    if n.op == "sum":
+        return "0.0" if n.dtype.startswith("float") else "0"
+    return {"bool": "False", "int64": "-9223372036854775807 - 1"}.get(n.dtype, "-np.inf")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
+    """The tuned tiled matmul (chapter 3) on blocks of rows shared among threads; the epilogue, if fused,
+    runs on each block right after the product is written."""
+    mm = kern.items[0].node
+    a, b = mm.srcs
+    *batch, m, k = a.shape
+    n = b.shape[-1]
+    nbatch = int(np.prod(batch, dtype=np.int64))
+    parallel = nbatch * m * n * k // 4 >= jit.PARALLEL_MIN_WORK and nbatch * m > MR
+    # one block of rows per thread, as matmul_parallel (each block packs all of B again)
+    blocks = max(1, min(_ceil(m, MR), _ceil(num_threads(), nbatch))) if parallel else 1
+    step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
+    blocks = _ceil(m, step) if m else 0
+    args = _slots_of(kern, sched)
+    _open(name, args, parallel, nbatch * blocks, src, "t")
+    size = np.dtype(mm.dtype).itemsize
+    for var, op in (("A", a), ("B", b)):
+        v: View = op.arg
+        strides = tuple(s * size for s in v.strides)
+        src.line(f"{var} = np.lib.stride_tricks.as_strided({slot_name(sched.slots[id(op.srcs[0])])}[{v.offset}:], "
+                 f"shape={v.shape}, strides={strides})")
+    out = View.contiguous(mm.shape)
+    src.line(f"C = np.lib.stride_tricks.as_strided({slot_name(sched.slots[id(mm)])}, shape={mm.shape}, "
+             f"strides={tuple(s * size for s in out.strides)})")
+    names = [f"i{d}" for d in range(len(mm.shape))]
+    src.line(f"bt = t // {blocks}")
+    src.line(f"lo = (t % {blocks}) * {step}")
+    src.line(f"hi = min(lo + {step}, {m})")
+    _unravel(src, list(range(len(batch))), mm.shape, names, "bt")
+    at = "".join(f"{names[d]}, " for d in range(len(batch)))
+    src.line(f"matmul_tiled(A[{at}lo:hi], B[{at[:-2] if at else ':'}], C[{at}lo:hi])" if batch else
+             "matmul_tiled(A[lo:hi], B, C[lo:hi])")
+    if len(kern.items) == 2:
+        epi = kern.items[1]
+        rows, cols = names[-2], names[-1]
+        src.line(f"for {rows} in range(lo, hi):")
+        src.line(f"    for {cols} in range({n}):")
+        src.depth += 2
+        v = _Expr(src, sched, names, {})(epi.expr)
+        src.line(f"{slot_name(sched.slots[id(epi.node)])}[u({_index(out, names)})] = {v}")
+    return args
+
+
+def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
+    """Join along an axis: each operand (an expression) is stored into its slice of the output."""
+    node = kern.items[0].node
+    args = _slots_of(kern, sched)
+    _header(name, args, False, src)
+    out, start = View.contiguous(node.shape), 0
+    for part in node.srcs:
+        names = [f"i{d}" for d in range(len(part.shape))]
+        base = src.depth
+        _loops(src, list(range(len(part.shape))), part.shape, names)
+        v = _Expr(src, sched, names, {})(part)
+        target = View(part.shape, out.strides, start * out.strides[node.arg])
+        src.line(f"{slot_name(sched.slots[id(node)])}[u({_index(target, names)})] = {v}")
+        src.depth = base
+        start += part.shape[node.arg]
+    if not node.srcs or all(p.size == 0 for p in node.srcs):
+        src.line("pass")
+    return args
+
+
+def _canonical(lines: list[str], args: list[str]) -> str:
+    """A kernel's source with its arrays renamed a0, a1, ... in argument order: kernels that differ only in
+    which buffers they touch (the same layer, repeated) then have the same text, and are compiled once."""
+    rename = {name: f"a{i}" for i, name in enumerate(args)}
+    return re.sub(r"\b(?:in|out|s)\d+\b", lambda m: rename[m.group(0)], "\n".join(lines))
+
+
+def generate(sched: Schedule) -> str:
+    """The whole module: imports, constants, one function per distinct kernel, and `run`, which calls them
+    in order."""
+    consts: dict[str, str] = {}
+    functions: dict[str, str] = {}   # canonical source (with the name KNAME) -> function name
+    calls: list[tuple[str, list[str]]] = []   # (function, its arrays) in order
+    for kern in sched.kernels:
+        make = {LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]
+        body = _Source(consts)
+        args = make("KNAME", kern, sched, body)
+        text = _canonical(body.lines, args)
+        calls.append((functions.setdefault(text, f"k{len(functions)}"), args))
+    lines = [f"{name}({', '.join(args)})" for name, args in calls]
+    for source, target in sched.copies:  # assigns that could not be written in place
+        lines.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
+    params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
+        [f"s{i}" for i in range(len(sched.scratch))]
+    head = ["import numpy as np", "",
+            "from teenygrad.kernels.elementwise import tanh32, u",
+            "from teenygrad.kernels.fused import exp32",
+            "from teenygrad.kernels.jit import kernel, prange",
+            "from teenygrad.kernels.matmul import matmul_tiled", ""]
+    head += [f"{name} = {text}" for text, name in sorted(consts.items(), key=lambda kv: kv[1])] + ["", ""]
+    body = [text.replace("KNAME", name) + "\n\n" for text, name in functions.items()]
+    steps = ["# the kernels run calls, with the names of their arrays (for Program.profile)", "STEPS = ["]
+    steps += [f"    ({name}, {tuple(args)})," for name, args in calls] + ["]", "", ""]
+    run = [f"def run({', '.join(params)}):"] + [f"    {line}" for line in lines or ["pass"]]
+    return "\n".join(head + body + steps + run) + "\n"

@@ -1,0 +1,358 @@
+"""The compiler's back end (chapter 10): passes, scheduling, generated numba kernels, against `ir.evaluate`."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from teenygrad import ir
+from teenygrad.backend import compile_graph, run_passes
+from teenygrad.kernels.jit import force_path
+from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOL = {"float64": dict(rtol=1e-9, atol=1e-12), "float32": dict(rtol=2e-4, atol=2e-5)}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cache(tmp_path_factory):
+    saved = os.environ.get("TEENYGRAD_CACHE_DIR")
+    os.environ["TEENYGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("compiled"))
+    yield
+    if saved is None:
+        del os.environ["TEENYGRAD_CACHE_DIR"]
+    else:
+        os.environ["TEENYGRAD_CACHE_DIR"] = saved
+
+
+def buffer(name, shape, dtype, rng):
+    return ir.Buffer(name, tuple(shape), dtype, rng.standard_normal(shape).astype(dtype))
+
+
+def c(value, like):
+    return ir.const(value, like.dtype, like.shape)
+
+
+def softmax(x, axis=-1):
+    axis %= len(x.shape)
+    m = ir.expand(ir.reduce("max", x, [axis]), x.shape)
+    e = ir.unary("exp", ir.binary("sub", x, m))
+    return ir.binary("div", e, ir.expand(ir.reduce("sum", e, [axis]), x.shape))
+
+
+def gelu(x):
+    inner = ir.binary("mul", c(0.7978845608028654, x),
+                      ir.binary("add", x, ir.binary("mul", c(0.044715, x), ir.binary("mul", ir.binary("mul", x, x), x))))
+    return ir.binary("mul", ir.binary("mul", c(0.5, x), x), ir.binary("add", c(1.0, x), ir.unary("tanh", inner)))
+
+
+def layer_norm(x, w, b, eps=1e-5):
+    R, C = x.shape
+    mean = ir.expand(ir.binary("div", ir.reduce("sum", x, [1]), ir.const(float(C), x.dtype, (R, 1))), x.shape)
+    d = ir.binary("sub", x, mean)
+    var = ir.binary("div", ir.reduce("sum", ir.binary("mul", d, d), [1]), ir.const(float(C), x.dtype, (R, 1)))
+    rstd = ir.expand(ir.unary("recip", ir.unary("sqrt", ir.binary("add", var, ir.const(eps, x.dtype, (R, 1))))),
+                     x.shape)
+    row = lambda v: ir.expand(ir.reshape(v, (1, C)), x.shape)  # noqa: E731
+    return ir.binary("add", ir.binary("mul", ir.binary("mul", d, rstd), row(w)), row(b))
+
+
+def check(outputs, effects=(), dtype="float64"):
+    """Compile, run on copies of the buffers, compare outputs and assigned buffers with the numpy oracle."""
+    want = ir.evaluate([*outputs, *effects])
+    program = compile_graph(list(outputs), list(effects))
+    arrays = [np.array(b.array, dtype=b.dtype) for b in program.inputs]
+    got = program(arrays)
+    for g, w, n in zip(got, want, outputs):
+        assert g.shape == w.shape and g.dtype == w.dtype, (n, g.shape, g.dtype)
+        np.testing.assert_allclose(g, w, **TOL[dtype], err_msg=f"\n{program.describe()}\n{program.source}")
+    for e, w in zip(effects, want[len(outputs):]):
+        target = arrays[[id(b) for b in program.inputs].index(id(e.srcs[0].arg))]
+        np.testing.assert_allclose(target, w, **TOL[dtype], err_msg=f"assign\n{program.source}")
+    return program
+
+
+# ---- random graphs of primitive ops --------------------------------------------------------------------
+
+@st.composite
+def graphs(draw):
+    """A random graph: loads, elementwise ops, broadcasts through reshape+expand, strided and reversed slices,
+    permutes, reshapes, reductions over random axes, matmuls, where/compare, casts, cat, and an assign."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dtype = draw(st.sampled_from(["float64", "float32"]))
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    bufs = [buffer("x", shape, dtype, rng)]
+    x = ir.load(bufs[0])
+    pool = [x]
+    for _ in range(draw(st.integers(2, 7))):
+        a = draw(st.sampled_from(pool))
+        op = draw(st.sampled_from(["unary", "binary", "bcast", "reduce", "permute", "slice", "reshape",
+                                   "matmul", "where", "cast", "cat"]))
+        nd = len(a.shape)
+        if op == "unary":
+            y = ir.unary(draw(st.sampled_from(["neg", "tanh", "exp", "sqrt", "log"])), ir.unary("tanh", a))
+            y = ir.unary("sqrt", ir.binary("add", ir.binary("mul", a, a), c(1.0, a))) if y.op in ("sqrt", "log") else y
+        elif op in ("binary", "bcast"):
+            b = draw(st.sampled_from(pool))
+            if b.shape != a.shape:  # broadcast b's total (or a fresh row) to a's shape
+                b = ir.reduce("sum", b, range(len(b.shape)))
+                b = ir.expand(ir.reshape(b, (1,) * nd), a.shape)
+            if op == "bcast" and nd:
+                d = draw(st.integers(0, nd - 1))
+                row = ir.load(buf := buffer(f"r{len(bufs)}", (a.shape[d],), dtype, rng))
+                bufs.append(buf)
+                b = ir.expand(ir.reshape(row, tuple(a.shape[d] if i == d else 1 for i in range(nd))), a.shape)
+            y = ir.binary(draw(st.sampled_from(["add", "sub", "mul", "maximum"])), a, b)
+        elif op == "reduce" and nd:
+            axes = draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True))
+            y = ir.reduce(draw(st.sampled_from(["sum", "max"])), a, axes)
+        elif op == "permute" and nd > 1:
+            y = ir.permute(a, tuple(draw(st.permutations(range(nd)))))
+        elif op == "slice" and nd:
+            spec = []
+            for n in a.shape:
+                step = draw(st.sampled_from([1, 2, -1, -2]))
+                start = draw(st.integers(0, n - 1))
+                stop = draw(st.integers(start + 1, n)) if step > 0 else draw(st.integers(-1, start - 1))
+                spec.append((start, stop, step))
+            y = ir.slice_(a, tuple(spec))
+        elif op == "reshape":
+            y = ir.reshape(a, (a.size,) if nd != 1 else (1, a.size))
+        elif op == "matmul" and nd >= 2:
+            w = buffer(f"w{len(bufs)}", (*a.shape[:-2], a.shape[-1], draw(st.integers(1, 4))), dtype, rng)
+            bufs.append(w)
+            y = ir.matmul(a, ir.load(w))
+        elif op == "where":
+            b = draw(st.sampled_from([p for p in pool if p.shape == a.shape]))
+            y = ir.where(ir.binary(draw(st.sampled_from(["lt", "eq"])), a, b), a, ir.unary("neg", b))
+        elif op == "cast":
+            other = "float32" if dtype == "float64" else "float64"
+            y = ir.unary("cast", ir.unary("cast", a, other), dtype)
+        elif op == "cat" and nd:
+            axis = draw(st.integers(0, nd - 1))
+            y = ir.cat([a, ir.slice_(a, tuple((n - 1, -1, -1) if i == axis else (0, n, 1)
+                                              for i, n in enumerate(a.shape)))], axis)
+        else:
+            continue
+        pool.append(y)
+    outputs = [pool[-1]] + ([draw(st.sampled_from(pool))] if draw(st.booleans()) else [])
+    effects = []
+    same = [p for p in pool[1:] if p.shape == x.shape]
+    if same and draw(st.booleans()):
+        effects.append(ir.assign(x, ir.binary("add", x, same[-1])))
+    return outputs, effects, dtype
+
+
+@settings(max_examples=14, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graphs())
+def test_random_graphs_match_the_oracle(case):
+    outputs, effects, dtype = case
+    check(outputs, effects, dtype)
+
+
+# ---- each pass does what it claims -------------------------------------------------------------------
+
+def test_cse_merges_duplicates_and_dce_drops_unused():
+    x = ir.load(ir.Buffer("x", (3, 4), "float64"))
+    a, b = ir.unary("exp", x), ir.unary("exp", x)
+    g = Graph([ir.binary("add", a, b)], extra=[ir.unary("tanh", x)])
+    assert len(g.nodes()) == 5
+    merged = eliminate_common(g)
+    add = merged.outputs[0]
+    assert add.srcs[0] is add.srcs[1] and len(merged.nodes()) == 4
+    assert len(eliminate_dead(merged).nodes()) == 3 and "tanh" not in eliminate_dead(merged).format()
+
+
+def test_constant_folding_computes_constants_and_drops_identities():
+    x = ir.load(ir.Buffer("x", (3,), "float32"))
+    two = ir.binary("mul", ir.const(4.0, "float32", (3,)), ir.const(0.5, "float32", (3,)))
+    y = ir.binary("mul", ir.binary("add", x, ir.const(0.0, "float32", (3,))), ir.const(1.0, "float32", (3,)))
+    folded = fold_constants(Graph([two, y]))
+    assert folded.outputs[0].op == "const" and folded.outputs[0].arg == 2.0 and folded.outputs[0].dtype == "float32"
+    assert folded.outputs[1] is x
+
+
+def test_view_folding_makes_one_strided_view_and_copies_when_it_must():
+    x = ir.load(buffer("x", (4, 6), "float64", np.random.default_rng(5)))
+    y = ir.permute(ir.slice_(ir.reshape(x, (2, 2, 6)), ((0, 2, 1), (1, -1, -1), (0, 6, 2))), (2, 0, 1))
+    out = ir.unary("exp", y)
+    g = fold_views(Graph([out]))
+    view = g.outputs[0].srcs[0]
+    assert view.op == "view" and view.srcs[0] is x
+    assert view.arg.shape == (3, 2, 2) and view.arg.strides == (2, 12, -6) and view.arg.offset == 6
+    flat = ir.unary("exp", ir.reshape(ir.permute(x, (1, 0)), (24,)))  # a transpose flattened: no strides say it
+    assert "contiguous" in fold_views(Graph([flat])).format()
+    check([out, flat])
+
+
+# ---- fusion: kernel counts -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_softmax_and_layer_norm_are_one_kernel_each(dtype):
+    rng = np.random.default_rng(0)
+    x = ir.load(buffer("x", (6, 33), dtype, rng))
+    w, b = ir.load(buffer("w", (33,), dtype, rng)), ir.load(buffer("b", (33,), dtype, rng))
+    assert len(check([softmax(x)], dtype=dtype).schedule.kernels) == 1
+    program = check([layer_norm(x, w, b)], dtype=dtype)
+    assert len(program.schedule.kernels) == 1 and program.schedule.scratch == []
+
+
+def test_linear_with_bias_and_gelu_is_one_kernel_and_chains_reuse_memory():
+    rng = np.random.default_rng(1)
+    x = ir.load(buffer("x", (2, 5, 8), "float32", rng))
+    w1, b1 = ir.load(buffer("w1", (16, 8), "float32", rng)), ir.load(buffer("b1", (16,), "float32", rng))
+    h = ir.matmul(ir.reshape(x, (10, 8)), ir.permute(w1, (1, 0)))
+    h = gelu(ir.binary("add", h, ir.expand(ir.reshape(b1, (1, 16)), (10, 16))))
+    program = check([ir.reshape(h, (2, 5, 16))], dtype="float32")
+    assert len(program.schedule.kernels) == 1 and len(program.schedule.kernels[0].items) == 2
+    # four square matmuls in a row: only two scratch buffers, reused turn about
+    y = x2 = ir.load(buffer("y", (8, 8), "float64", rng))
+    for _ in range(4):
+        y = ir.unary("tanh", ir.matmul(y, x2))
+    program = check([ir.reduce("sum", y, [0, 1])])
+    assert len(program.schedule.scratch) <= 2
+
+
+def test_assign_in_place_and_when_the_old_value_is_read_later():
+    rng = np.random.default_rng(2)
+    p, g = buffer("p", (4, 3), "float64", rng), buffer("g", (4, 3), "float64", rng)
+    new = ir.binary("sub", ir.load(p), ir.binary("mul", c(0.1, ir.load(g)), ir.load(g)))
+    program = check([ir.reduce("sum", ir.load(g), [0])], [ir.assign(ir.load(p), new)])
+    assert program.schedule.copies == []  # written straight into p
+    old_later = ir.reduce("sum", ir.matmul(ir.permute(ir.load(p), (1, 0)), ir.load(p)), [0, 1])
+    program = check([new, old_later], [ir.assign(ir.load(p), new)])
+    with pytest.raises(ValueError, match="must be a C-contiguous float64 array of shape"):
+        program([np.zeros((3, 4)), np.zeros((4, 3))])
+
+
+def test_arange_cat_and_int_masks():
+    rng = np.random.default_rng(3)
+    x = ir.load(buffer("x", (5, 5), "float32", rng))
+    causal = ir.binary("lt", ir.arange((5, 5), 0), ir.arange((5, 5), 1))  # j > i: masked
+    masked = ir.where(causal, ir.const(float("-inf"), "float32", (5, 5)), x)
+    check([softmax(masked), ir.cat([x, masked], 1), ir.unary("cast", causal, "float32")], dtype="float32")
+
+
+def transformer_block(B, T, C, nh, dtype, rng):
+    """Chapter 9's block from primitives: layer norm, q k v heads, causal softmax, projection, MLP with GELU."""
+    def buf(name, shape, scale=1.0):
+        return ir.load(ir.Buffer(name, shape, dtype, (rng.standard_normal(shape) * scale).astype(dtype)))
+
+    def linear(h, w, b):
+        bias = ir.expand(ir.reshape(b, (1, w.shape[0])), (h.shape[0], w.shape[0]))
+        return ir.binary("add", ir.matmul(h, ir.permute(w, (1, 0))), bias)
+    x, hs = buf("x", (B, T, C)), C // nh
+    h = layer_norm(ir.reshape(x, (B * T, C)), buf("ln1w", (C,)), buf("ln1b", (C,)))
+    qkv = ir.reshape(linear(h, buf("wqkv", (3 * C, C), C ** -0.5), buf("bqkv", (3 * C,))), (B, T, 3, nh, hs))
+    q, k, v = (ir.permute(ir.reshape(ir.slice_(qkv, ((0, B, 1), (0, T, 1), (i, i + 1, 1), (0, nh, 1), (0, hs, 1))),
+                                     (B, T, nh, hs)), (0, 2, 1, 3)) for i in range(3))
+    s = ir.matmul(q, ir.permute(k, (0, 1, 3, 2)))
+    s = ir.binary("mul", s, c(hs ** -0.5, s))
+    mask = ir.binary("lt", ir.arange(s.shape, 2), ir.arange(s.shape, 3))
+    p = softmax(ir.where(mask, ir.const(float("-inf"), dtype, s.shape), s))
+    y = ir.reshape(ir.permute(ir.matmul(p, v), (0, 2, 1, 3)), (B * T, C))
+    x2 = ir.binary("add", ir.reshape(x, (B * T, C)), linear(y, buf("wo", (C, C), C ** -0.5), buf("bo", (C,))))
+    m = gelu(linear(layer_norm(x2, buf("ln2w", (C,)), buf("ln2b", (C,))), buf("w1", (4 * C, C), C ** -0.5),
+                    buf("b1", (4 * C,))))
+    out = ir.binary("add", x2, linear(m, buf("w2", (C, 4 * C), (4 * C) ** -0.5), buf("b2", (C,))))
+    return ir.reshape(out, (B, T, C))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_transformer_block_is_ten_kernels_and_matches_the_oracle(dtype):
+    program = check([transformer_block(2, 8, 16, 2, dtype, np.random.default_rng(6))], dtype=dtype)
+    # layer norm; qkv matmul + bias; q k^T; scale, mask, softmax; p v; heads back together (a copy);
+    # projection; residual + layer norm; MLP up + bias + GELU; MLP down + bias + residual
+    assert len(program.schedule.kernels) == 10
+    times = program.profile([b.array for b in program.inputs], repeats=1)
+    assert len(times) == 10 and all(t >= 0 for t in times)
+
+
+def test_outputs_that_are_loads_constants_or_repeated_and_assigns_that_swap_buffers():
+    rng = np.random.default_rng(8)
+    x, y = ir.load(buffer("x", (3, 4), "float64", rng)), ir.load(buffer("y", (3, 4), "float64", rng))
+    e = ir.unary("exp", x)
+    program = check([x, ir.const(2.0, "float64", (2, 2)), e, e, ir.permute(y, (1, 0))],
+                    [ir.assign(x, y), ir.assign(y, ir.binary("add", x, e))])  # each reads the other's old value
+    assert len(program.schedule.copies) == 1  # x's new value waits in scratch until y's update has read x
+    empty = ir.slice_(x, ((0, 0, 1), (0, 4, 1)))
+    check([ir.reduce("sum", empty, [0]), ir.reduce("max", empty, [0]),
+           ir.matmul(ir.slice_(x, ((0, 3, 1), (0, 0, 1))), ir.slice_(y, ((0, 0, 1), (0, 4, 1))))])
+
+
+def test_parallel_kernels_match_the_oracle():
+    """Under force_path("parallel") every kernel with more than one outer index is generated with a parallel
+    driver: uneven chunks, matmul blocks of rows with an epilogue, column reductions, in-place assigns."""
+    rng = np.random.default_rng(9)
+    with force_path("parallel"):
+        x = ir.load(buffer("x", (3, 17, 10), "float32", rng))
+        w = ir.load(buffer("w", (10, 10), "float32", rng))
+        h = ir.unary("tanh", ir.matmul(x, ir.expand(ir.reshape(w, (1, 10, 10)), (3, 10, 10))))
+        flat = ir.reshape(x, (51, 10))
+        p = ir.load(buffer("p", (51, 10), "float32", rng))
+        program = check([softmax(h), ir.reduce("sum", flat, [0]), ir.reduce("max", x, [0, 1])],
+                        [ir.assign(p, ir.binary("mul", p, flat))], dtype="float32")
+    assert "prange" in program.source and "_body(" in program.source
+
+
+def test_two_assigns_to_one_buffer_are_refused():
+    p = ir.load(buffer("p", (3,), "float64", np.random.default_rng(7)))
+    with pytest.raises(ValueError, match="assigned twice"):
+        compile_graph([], [ir.assign(p, ir.unary("neg", p)), ir.assign(p, ir.unary("exp", p))])
+
+
+# ---- debugging, the cache, the plain-Python fallback ----------------------------------------------------
+
+def test_debug_levels_print_schedule_ir_and_source(monkeypatch, capsys):
+    x = ir.load(buffer("x", (3, 7), "float64", np.random.default_rng(4)))
+    monkeypatch.setenv("TEENYGRAD_DEBUG", "3")
+    program = compile_graph([softmax(x)])
+    out = capsys.readouterr().out
+    assert "IR after fold_views" in out and "1 kernels" in out and "def k0(" in out
+    assert program.describe() in out and program.source in out
+    _, shown = run_passes([softmax(x)])
+    assert [name for name, _ in shown][:2] == ["captured", "fold_constants"]
+
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np, sys
+    from teenygrad import ir
+    from teenygrad.backend import compile_graph
+    x = ir.Buffer("x", (4, 6), "float32", np.linspace(-1, 1, 24, dtype="float32").reshape(4, 6))
+    w = ir.Buffer("w", (6, 8), "float32", np.linspace(-1, 1, 48, dtype="float32").reshape(6, 8))
+    y = ir.unary("tanh", ir.matmul(ir.load(x), ir.load(w)))
+    m = ir.expand(ir.reduce("max", y, [1]), y.shape)
+    out = ir.reduce("sum", ir.unary("exp", ir.binary("sub", y, m)), [1])
+    p = compile_graph([out])
+    got = p([x.array, w.array])[0]
+    assert np.allclose(got, ir.evaluate([out])[0], rtol=1e-5), got
+    module = sys.modules[p._run.__module__]
+    stats = [getattr(module, k).stats for k in dir(module) if k[0] == "k" and hasattr(getattr(module, k), "stats")]
+    print("HITS", sum(sum(s.cache_hits.values()) for s in stats), "MISSES", sum(sum(s.cache_misses.values()) for s in stats))
+""")
+
+
+def _run(env):
+    res = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, **env}, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_a_second_process_hits_the_disk_cache(tmp_path):
+    cold = _run({"TEENYGRAD_CACHE_DIR": str(tmp_path)})
+    warm = _run({"TEENYGRAD_CACHE_DIR": str(tmp_path)})
+    # two kernels: the matmul with its tanh epilogue, and the max and sum of exp fused
+    assert "HITS 0 MISSES 2" in cold and "HITS 2 MISSES 0" in warm, (cold, warm)
+    assert len(list(tmp_path.glob("graph_*.py"))) == 1
+
+
+def test_the_plain_python_fallback_runs_the_same_source(tmp_path):
+    out = _run({"TEENYGRAD_CACHE_DIR": str(tmp_path), "TEENYGRAD_JIT": "0"})
+    assert "HITS 0 MISSES 0" in out  # no numba dispatcher: plain Python ran (and matched the oracle)
