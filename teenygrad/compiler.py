@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from teenygrad import ir, lazy, lazy_nn, lazy_ops, tracing
-from teenygrad.lazy import CaptureError, EscapedTensor, LazyTensor, Trace, array_of, wrap
+from teenygrad import autograd, ir, lazy, lazy_nn, lazy_ops, tracing
+from teenygrad.lazy import CaptureError, EscapedTensor, LazyTensor, Trace, array_of, whole, wrap
 from teenygrad.tensor import Tensor
 
 __all__ = ["compile", "Compiled", "CaptureError", "ReferenceProgram", "compile_graph"]
@@ -42,7 +42,7 @@ HOOKS = types.SimpleNamespace(
     **{name: getattr(lazy_ops, name) for name in (
         "unary", "binary", "add_into", "reduce", "mean", "softmax", "softmax_backward", "matmul", "copy", "gather",
         "scatter_add", "cat", "reshape", "permute", "expand", "squeeze", "unsqueeze", "getitem", "into_zeros",
-        "write", "full", "arange", "from_data", "random")},
+        "setitem", "full", "arange", "from_data", "random")},
     **{name: getattr(lazy_nn, name) for name in lazy_nn.__all__})
 
 
@@ -91,7 +91,7 @@ def _flatten(value: Any, leaves: list) -> Any:
         raise CaptureError("a traced tensor was passed to a compiled function from outside its trace")
     if isinstance(value, Tensor):
         leaves.append(value)
-        return ("T", value.shape, str(value.dtype), value._requires_grad, value.grad is None)
+        return ("T", value.shape, str(value.dtype), value._requires_grad, value.grad is None, whole(value))
     if isinstance(value, float):
         leaves.append(value)
         return ("f",)
@@ -205,6 +205,8 @@ class Compiled:
                 continue
             node = trace.bind(None, None, leaf.shape, leaf.dtype, lambda a, i=i: array_of(a[i]), "x")
             t = wrap(node)
+            t._arg_key = ("arg", i)  # an in-place write into it writes the caller's tensor
+            trace.current[t._arg_key] = [leaf, node, node]
             if leaf._requires_grad:
                 t._requires_grad = True
                 if leaf.grad is not None:  # backward adds into it, as eagerly
@@ -214,7 +216,13 @@ class Compiled:
             standins.append(t)
         rest = list(standins)
         new_args, new_kwargs = _unflatten(args, rest), dict(_unflatten(tuple(sorted(kwargs.items())), rest))
-        tracing.hooks, tracing.active = HOOKS, True
+        record = autograd.record
+
+        def watched_record(op: str, out: Tensor, inputs: tuple, /, **saved: object) -> Tensor:
+            for x in inputs:  # every leaf that may get a .grad in this trace, with its .grad before it does
+                trace.watch(x)
+            return record(op, out, inputs, **saved)
+        tracing.hooks, tracing.active, autograd.record = HOOKS, True, watched_record
         try:
             result = self.fn(*new_args, **new_kwargs)
             nodes: list[ir.Node] = []
@@ -238,7 +246,7 @@ class Compiled:
                     grads.append((leaf, len(nodes) - 1))
             effects = trace.effects()
         finally:
-            tracing.active, tracing.hooks = False, None
+            tracing.active, tracing.hooks, autograd.record = False, None, record
             lazy.set_trace(None)
             for p, initial in trace.params.values():
                 p.grad = initial  # the state before the call; running the program sets it

@@ -137,10 +137,15 @@ class EscapedTensor(Tensor):
 Getter = Callable[[tuple], np.ndarray]  # the call's flat arguments -> one contiguous array
 
 
+def whole(t: Tensor) -> bool:
+    """Does t cover all of its buffer, in order (so the program can read and write that buffer itself)?"""
+    return t.offset == 0 and t.size == t._buf.size and t.is_contiguous()
+
+
 def array_of(t: Tensor) -> np.ndarray:
     """t's elements as one contiguous array: its own buffer when t covers all of it (so an assign writes the
     tensor in place), else a copy."""
-    if t.offset == 0 and t.size == t._buf.size and t.is_contiguous():
+    if whole(t):
         return t._buf.reshape(t.shape)
     return np.ascontiguousarray(t.numpy())
 
@@ -173,28 +178,41 @@ class Trace:
             self.current[key] = [obj, node, node]
         return node
 
+    @staticmethod
+    def key(t: Tensor) -> tuple:
+        """Tensors are keyed by the memory they view: a parameter and its `detach()` are one buffer of the graph."""
+        return ("memory", id(t._buf), t.offset, t.shape, t.strides)
+
+    def watch(self, t: Tensor) -> None:
+        """Remember a leaf that requires grad, and its .grad now (before this trace's backward changes it)."""
+        if t._requires_grad and t._ctx is None and type(t) is not LazyTensor and id(t) not in self.params:
+            self.params[id(t)] = (t, t.grad)
+            if t.grad is not None:
+                self.grad_of[id(t.grad)] = t
+
     def lift(self, t: Tensor) -> ir.Node:
         """The node of a concrete tensor: its current value (after any assign in this trace), loaded once."""
-        entry = self.current.get(id(t))
+        self.watch(t)
+        key = self.key(t)
+        entry = self.current.get(key)
         if entry is not None:
             return entry[2]
         owner = self.grad_of.get(id(t))
         if owner is not None:  # a parameter's .grad: read whatever .grad is at call time, not this object
-            node = self.bind(id(t), t, t.shape, t.dtype, lambda args, p=owner: array_of(p.grad), "grad")
-            return node
-        self.guards.append((lambda t=t: (t.shape, t.dtype), (t.shape, t.dtype), "the shape or dtype of a tensor"))
-        node = self.bind(id(t), t, t.shape, t.dtype, lambda args, t=t: array_of(t), "w" if t._requires_grad else "t")
-        if t._requires_grad and t._ctx is None and id(t) not in self.params:
-            self.params[id(t)] = (t, t.grad)
-            if t.grad is not None:
-                self.grad_of[id(t.grad)] = t
-        return node
+            return self.bind(key, t, t.shape, t.dtype, lambda args, p=owner: array_of(p.grad), "grad")
+        layout = (t.shape, t.dtype, whole(t))
+        self.guards.append((lambda t=t: (t.shape, t.dtype, whole(t)), layout, "a tensor's layout"))
+        return self.bind(key, t, t.shape, t.dtype, lambda args, t=t: array_of(t), "w" if t._requires_grad else "t")
+
+    def assign_tensor(self, t: Tensor, value: ir.Node) -> None:
+        self.lift(t)
+        self.assign(self.key(t), value)
 
     def assign(self, key: Any, value: ir.Node) -> None:
         """Write `value` into the buffer bound to `key` at the end of the step; later reads in the trace see it."""
         entry = self.current[key]
         obj = entry[0]
-        if isinstance(obj, Tensor) and not (obj.offset == 0 and obj.size == obj._buf.size and obj.is_contiguous()):
+        if isinstance(obj, Tensor) and not whole(obj):
             raise CaptureError("an in-place write into a view of a tensor (a slice, a transpose) cannot be captured: "
                                "the compiled program writes whole buffers. Write into the tensor itself, or run the "
                                "function eagerly")

@@ -18,8 +18,7 @@ import math
 
 import numpy as np
 
-from teenygrad import ir, optim
-from teenygrad.autograd import record
+from teenygrad import autograd, ir, optim
 from teenygrad.kernels.layout import normalize_axis
 from teenygrad.lazy import CaptureError, bcast, binop, c, cast, current, node_of, wrap
 from teenygrad.lazy_ops import _onehot, index_tensor
@@ -49,8 +48,9 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     rest = x.shape[:axis] + x.shape[axis + 1:]
     hit = _onehot(ir.reshape(node_of(index), (K,)), n)                           # (K, n) bool
     if x.dtype == int64:  # integers: pick with where (a matmul would give floats); no gradient to record
-        picked = bcast(ir.reshape(ir.permute(node_of(x), (axis, *(d for d in range(x.ndim) if d != axis))),
-                                  (1, n, int(np.prod(rest, dtype=np.int64)))), (K, n, int(np.prod(rest, dtype=np.int64))))
+        inner = int(np.prod(rest, dtype=np.int64))
+        table = ir.reshape(ir.permute(node_of(x), (axis, *(d for d in range(x.ndim) if d != axis))), (1, n, inner))
+        picked = bcast(table, (K, n, inner))
         rows = ir.reduce("sum", ir.where(bcast(ir.reshape(hit, (K, n, 1)), picked.shape), picked, c(0, picked)), (1,))
         out = wrap(ir.reshape(rows, (K, *rest)))
     else:
@@ -71,7 +71,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         out = wrap(binop("add", node_of(out), cast(node_of(bias), out.dtype)))
     inputs = (x, weight) if bias is None else (x, weight, bias)
     if any(t._requires_grad for t in inputs):
-        record("linear", out, inputs, x=x.detach(), w=weight.detach())
+        autograd.record("linear", out, inputs, x=x.detach(), w=weight.detach())
     return out
 
 
@@ -167,7 +167,7 @@ def optimizer_step(opt: optim.Optimizer) -> None:
             new = _adam(opt, i, p, w, g, lr, done)
         else:
             new = _sgd(opt, i, p, w, g, lr)
-        trace.assign(id(p), new)
+        trace.assign_tensor(p, new)
     trace.host_effects.append(count)
 
 

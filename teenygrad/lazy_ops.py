@@ -19,8 +19,20 @@ import numpy as np
 from teenygrad import autograd, ir
 from teenygrad.kernels.elementwise import GELU_A, GELU_K
 from teenygrad.kernels.layout import broadcast_shapes, normalize_axes, normalize_axis, prod, shape_args
-from teenygrad.lazy import CaptureError, LazyTensor, bcast, binop, c, cast, constant, current, first_argmax, node_of, \
-    where, wrap
+from teenygrad.lazy import (
+    CaptureError,
+    LazyTensor,
+    bcast,
+    binop,
+    c,
+    cast,
+    constant,
+    current,
+    first_argmax,
+    node_of,
+    where,
+    wrap,
+)
 from teenygrad.ops.buffers import as_float, result_dtype
 from teenygrad.ops.elementwise import FLOAT_ONLY_BINARY, FLOAT_ONLY_UNARY, NOT_DIFFERENTIABLE
 from teenygrad.tensor import Tensor, float32, int64
@@ -251,7 +263,8 @@ def _normalized(idx: ir.Node, n: int) -> ir.Node:
 def _onehot(idx: ir.Node, n: int) -> ir.Node:
     """bool (..., n): position j of row r is idx[r] == j."""
     shape = idx.shape + (n,)
-    return ir.binary("eq", bcast(ir.reshape(_normalized(idx, n), idx.shape + (1,)), shape), ir.arange(shape, len(idx.shape)))
+    column = bcast(ir.reshape(_normalized(idx, n), idx.shape + (1,)), shape)
+    return ir.binary("eq", column, ir.arange(shape, len(idx.shape)))
 
 
 def _axis_last(node: ir.Node, axis: int) -> tuple[ir.Node, tuple[int, ...]]:
@@ -272,7 +285,7 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     ip, _ = _axis_last(node_of(index), axis)
     n = x.shape[axis]
     hit = _onehot(ip, n)                                                     # (..., K, n)
-    picked = where(hit, ir.reshape(xp, xp.shape[:-1] + (1, n)), c(0, xp))    # (..., K, n)
+    picked = where(hit, ir.reshape(xp, xp.shape[:-1] + (1, n)), ir.const(0, xp.dtype, ()))    # (..., K, n)
     out = wrap(ir.permute(ir.reshape(ir.reduce("sum", picked, (len(hit.shape) - 1,)), ip.shape), _inverse(order)))
     if x._requires_grad:
         autograd.record("gather", out, (x,), shape=x.shape, axis=axis, index=index)
@@ -286,7 +299,7 @@ def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> 
     ip, _ = _axis_last(node_of(index), axis)
     n = shape[axis]
     hit = _onehot(ip, n)                                                           # (..., K, n)
-    spread = where(hit, ir.reshape(gp, gp.shape + (1,)), c(0, ir.reshape(gp, gp.shape + (1,))))
+    spread = where(hit, ir.reshape(gp, gp.shape + (1,)), ir.const(0, gp.dtype, ()))
     summed = ir.reduce("sum", spread, (len(hit.shape) - 2,))                       # (..., 1, n)
     return wrap(ir.permute(ir.reshape(summed, gp.shape[:-1] + (n,)), _inverse(order)))
 
@@ -441,24 +454,30 @@ def into_zeros(g: Tensor, shape: tuple[int, ...], key: tuple) -> Tensor:
 
 # ---- writes and creation ------------------------------------------------------------------------------------------
 
-def write(x: Tensor, target: Tensor, value: Tensor | Scalar) -> None:
-    """x[...] = value inside a trace: an assign of the whole of a tensor that lives outside the function."""
+def setitem(x: Tensor, key: object, value: Tensor | Scalar) -> None:
+    """x[...] = value inside a trace: an assign of the whole of a tensor that lives outside the function (a
+    parameter, or a Tensor argument, whose memory the call then writes)."""
     if autograd.grad_enabled and (x._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
         raise RuntimeError("setitem: in-place writes are not recorded by autograd, so a tensor that requires "
                            "grad cannot be written into or copied from; use no_grad() (e.g. for a parameter "
                            "update) or build a new tensor with cat/stack")
-    if type(x) is LazyTensor:
-        raise CaptureError("setitem: writing into a tensor computed inside a compiled function cannot be captured; "
-                           "build the new value with cat/stack or arithmetic instead")
-    if (target.shape, target.strides, target.offset) != (x.shape, x.strides, x.offset):
+    spec, shape = index_plan(x.shape, key if isinstance(key, tuple) else (key,))
+    if shape != x.shape or any(s != (0, n, 1) for s, n in zip(spec, x.shape)):
         raise CaptureError("setitem: writing into part of a tensor (a slice) cannot be captured yet; write the "
                            "whole tensor (t[...] = new value), or run the function eagerly")
+    arg = getattr(x, "_arg_key", None)
+    if type(x) is LazyTensor and arg is None:
+        raise CaptureError("setitem: writing into a tensor computed inside a compiled function cannot be captured; "
+                           "build the new value with cat/stack or arithmetic instead")
     v = value if isinstance(value, Tensor) else _scalar(value, x, "setitem")
     if broadcast_shapes(v.shape, x.shape, "copy") != x.shape:
         raise ValueError(f"copy: cannot write shape {v.shape} into shape {x.shape}")
-    trace = current()
-    trace.lift(x)
-    trace.assign(id(x), bcast(cast(node_of(v), x.dtype), x.shape))
+    trace, node = current(), bcast(cast(node_of(v), x.dtype), x.shape)
+    if arg is not None:  # an argument: the caller's tensor is written; later reads in the trace see the new value
+        trace.assign(arg, node)
+        x._node = node
+        return
+    trace.assign_tensor(x, node)
     autograd.bump_version(x._buf)  # as eagerly: a saved copy of the old values is now stale
 
 
@@ -470,7 +489,8 @@ def arange(start: Scalar, stop: Scalar, step: Scalar, dtype: np.dtype) -> Tensor
     n = len(np.arange(start, stop, step))
     i = ir.arange((n,), 0)
     if dtype == int64:
-        return wrap(ir.binary("add", ir.binary("mul", i, ir.const(step, "int64", (n,))), ir.const(start, "int64", (n,))))
+        return wrap(ir.binary("add", ir.binary("mul", i, ir.const(step, "int64", (n,))),
+                              ir.const(start, "int64", (n,))))
     f = ir.unary("cast", i, "float64")  # as numpy: start + i * step in float64, then the dtype
     return wrap(cast(ir.binary("add", ir.binary("mul", f, c(float(step), f)), c(float(start), f)), dtype))
 

@@ -229,8 +229,6 @@ class Tensor(TensorViews):
     def _write(self, target: Tensor, value: Tensor | Scalar) -> None:
         """target[...] = value, where target is a view of self (used by __setitem__). Autograd records no
         writes, so writing into (or from) a tensor that requires grad is refused unless under no_grad()."""
-        if tracing.active:  # inside teenygrad.compile's trace: an assign of the whole tensor
-            return tracing.hooks.write(self, target, value)
         src = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype)
         if autograd.grad_enabled and (self._requires_grad or src._requires_grad):
             raise RuntimeError("setitem: in-place writes are not recorded by autograd, so a tensor that requires "

@@ -158,6 +158,8 @@ class TensorViews:
 
     def __setitem__(self, key: object, value: object) -> None:
         """Write into a view: t[0] = 1.0, t[:, 2:4] = other (broadcast to the view's shape)."""
+        if tracing.active:  # inside teenygrad.compile's trace: an assign of the whole tensor
+            return tracing.hooks.setitem(self, key, value)
         target = basic_index(self, key if isinstance(key, tuple) else (key,))
         self._write(target, value)
 
