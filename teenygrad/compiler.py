@@ -135,7 +135,8 @@ class _Entry:
             effect()
         values = self.program(arrays)
         outs = [Tensor._contiguous(np.ascontiguousarray(v).reshape(-1), v.shape) for v in values]
-        for target, slot in self.grads:  # .grad as the eager step leaves it
+        for target, slot in self.grads:  # .grad as the eager step leaves it (an argument: this call's tensor)
+            target = leaves[target] if isinstance(target, int) else target
             target.grad = None if slot is None else outs[slot]
         return _build(self.out_tree, outs[:self.n_out])
 
@@ -212,7 +213,7 @@ class Compiled:
                 if leaf.grad is not None:  # backward adds into it, as eagerly
                     t.grad = wrap(trace.bind(None, None, leaf.shape, leaf.grad.dtype,
                                              lambda a, i=i: array_of(a[i].grad), "xgrad"))
-                arg_grads.append((leaf, t))
+                arg_grads.append((i, t))
             standins.append(t)
         rest = list(standins)
         new_args, new_kwargs = _unflatten(args, rest), dict(_unflatten(tuple(sorted(kwargs.items())), rest))
@@ -240,10 +241,10 @@ class Compiled:
                 elif end is not initial:
                     raise CaptureError("compile: the function set a parameter's .grad to another tensor; only "
                                        "backward, zero_grad and clip_grad_norm may change .grad inside it")
-            for leaf, t in arg_grads:
+            for i, t in arg_grads:
                 if isinstance(t.grad, LazyTensor):
                     nodes.append(t.grad._node)
-                    grads.append((leaf, len(nodes) - 1))
+                    grads.append((i, len(nodes) - 1))
             effects = trace.effects()
         finally:
             tracing.active, tracing.hooks, autograd.record = False, None, record

@@ -115,7 +115,7 @@ def test_chapter9_gpt_step_compiled_equals_eager(dtype, cfg):
     rng = np.random.default_rng(4)
     batches = [(tg.tensor(rng.integers(0, 11, (2, 8))), tg.tensor(rng.integers(0, 11, (2, 8)))) for _ in range(3)]
     compare_training(make, lambda ps: optim.AdamW(ps, lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1), batches, dtype,
-                     clip=1.0 if cfg == "shakespeare" else None)
+                     clip=0.05 if cfg == "shakespeare" else None)  # small: the clipping does scale
 
 
 def test_forward_only_and_the_unfused_ops_compile_too():
@@ -183,16 +183,20 @@ def test_parameters_are_read_at_every_call():
 
 
 def test_input_requiring_grad_gets_its_grad():
-    x = tg.randn(3, 4, dtype=tg.float64).requires_grad_()
-
     def f(x):
         y = (x.softmax(-1) * x.log_softmax(0)).sum()
         y.backward()
         return y
-    f(x)
-    want, x.grad = x.grad.numpy().copy(), None
-    tg.compile(f)(x)
-    close(x.grad.numpy(), want, tg.float64)
+    compiled = tg.compile(f)
+    for _ in range(2):  # each call's own argument gets the gradient (and the second call's adds to its .grad)
+        x = tg.randn(3, 4, dtype=tg.float64).requires_grad_()
+        x2 = tg.tensor(x.numpy()).requires_grad_()
+        f(x)
+        compiled(x2)
+        close(x2.grad.numpy(), x.grad.numpy(), tg.float64)
+        f(x)
+        compiled(x2)
+        close(x2.grad.numpy(), x.grad.numpy(), tg.float64)
 
 
 # ---- random compositions of Tensor ops, captured vs eager ----------------------------------------------------
