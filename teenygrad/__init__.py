@@ -12,7 +12,8 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
     7  nn, nn_init, functional, optim         layers, initialisation, optimizers
     8  text                                   characters as tokens, sampling
     9  gpt, value_gpt, tuning                 the GPT, fused ops (`ops.fused`), process settings for speed
-    10 compiler, lazy, lazy_ops, lazy_nn, ir  `compile`: a step traced into a graph of primitives (`tracing`)
+    10 compiler, lazy, lazy_ops, lazy_views,  `compile`: a step traced into a graph of primitives (`tracing`)
+       lazy_nn, ir
     *  edition                                which functions the exercises ask for; the learner's pieces
 """
 import os as _os

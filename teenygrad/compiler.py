@@ -32,17 +32,18 @@ from typing import Any, Callable
 
 import numpy as np
 
-from teenygrad import autograd, ir, lazy, lazy_nn, lazy_ops, tracing
+from teenygrad import autograd, ir, lazy, lazy_nn, lazy_ops, lazy_views, tracing
 from teenygrad.lazy import CaptureError, EscapedTensor, LazyTensor, Trace, array_of, whole, wrap
 from teenygrad.tensor import Tensor
 
 __all__ = ["compile", "Compiled", "CaptureError", "ReferenceProgram", "compile_graph"]
 
-HOOKS = types.SimpleNamespace(
+HOOKS = types.SimpleNamespace(  # what the op layer calls while a trace runs (teenygrad.tracing)
     **{name: getattr(lazy_ops, name) for name in (
         "unary", "binary", "add_into", "reduce", "mean", "softmax", "softmax_backward", "matmul", "copy", "gather",
-        "scatter_add", "cat", "reshape", "permute", "expand", "squeeze", "unsqueeze", "getitem", "into_zeros",
-        "setitem", "full", "arange", "from_data", "random")},
+        "scatter_add", "cat", "full", "arange", "from_data", "random")},
+    **{name: getattr(lazy_views, name) for name in (
+        "reshape", "permute", "expand", "squeeze", "unsqueeze", "getitem", "into_zeros", "setitem")},
     **{name: getattr(lazy_nn, name) for name in lazy_nn.__all__})
 
 
