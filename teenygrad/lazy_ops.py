@@ -1,13 +1,13 @@
 """The op layer's launchers, lazily (chapter 10): each builds graph nodes where the eager launcher runs a kernel.
 
-While a compiled function is traced, every launcher of `teenygrad.ops` (and the views of `teenygrad.tensor_views`)
-hands its arguments here. Each function below has the eager launcher's name, arguments, checks and result dtype,
-and records the *same* autograd node (op name and saved values), so chapter 6's engine and the gradient rules
-beside each op run unchanged on lazy tensors: their Tensor ops come back here and become graph nodes too. That
-is how `loss.backward()` is captured. A rule that calls a kernel directly has a lazy twin here
-(`softmax_backward`, `scatter_add`, `into_zeros`, `gelu_backward`); ops whose rules are kernels or exercise
-pieces (cross-entropy, the fused transformer ops, index_select) are written from other ops instead, in
-`teenygrad.lazy_nn`, so autograd records their pieces.
+While a compiled function is traced, every launcher of `teenygrad.ops` hands its arguments here (the views of
+`teenygrad.tensor_views` go to `teenygrad.lazy_views`). Each function below has the eager launcher's name,
+arguments, checks and result dtype, and records the *same* autograd node (op name and saved values), so chapter
+6's engine and the gradient rules beside each op run unchanged on lazy tensors: their Tensor ops come back here
+and become graph nodes too. That is how `loss.backward()` is captured. A rule that calls a kernel directly has
+a lazy twin (`softmax_backward`, `scatter_add`, `gelu_backward` here; `into_zeros` in `lazy_views`); ops whose
+rules are kernels or exercise pieces (cross-entropy, the fused transformer ops, index_select) are written from
+other ops instead, in `teenygrad.lazy_nn`, so autograd records their pieces.
 """
 from __future__ import annotations
 
