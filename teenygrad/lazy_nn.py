@@ -140,6 +140,9 @@ def optimizer_step(opt: optim.Optimizer) -> None:
     if kind not in (optim.SGD._update, optim.Adam._update):
         raise CaptureError(f"{type(opt).__name__}.step: only SGD, Adam and AdamW steps are captured; run the "
                            f"optimizer step outside the compiled function")
+    if not isinstance(opt.lr, (int, float)):
+        raise CaptureError(f"{type(opt).__name__}.step: opt.lr is a {type(opt.lr).__name__}; set opt.lr to a Python "
+                           f"number outside the compiled function (it is read at every call, so a schedule works)")
     trace = current()
     done = sum(1 for e in trace.host_effects if getattr(e, "opt", None) is opt)  # steps of opt earlier in the trace
     adam = kind is optim.Adam._update

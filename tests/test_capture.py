@@ -172,6 +172,23 @@ def test_new_shapes_retrace_and_the_same_signature_reuses():
     assert g.traces == 2
 
 
+def test_the_graph_prints_and_the_updates_are_assigns():
+    tg.manual_seed(8)
+    model = mlp()
+    opt = optim.AdamW(model.parameters(), lr=0.01)
+    step = tg.compile(train_step(model, opt))
+    step(*digits_batches(1)[0])
+    text = step.graph()
+    assert text.count(" assign ") == 3 * len(model.parameters())  # each parameter, its m and its v
+    assert "matmul" in text and " load " in text
+
+    def lr_inside(x, y, lr):
+        opt.lr = lr
+        return train_step(model, opt)(x, y)
+    with pytest.raises(tg.CaptureError, match="opt.lr"):
+        tg.compile(lr_inside)(*digits_batches(1)[0], 0.1)
+
+
 def test_parameters_are_read_at_every_call():
     w = tg.randn(4)
     f = tg.compile(lambda x: x * w)
