@@ -196,36 +196,17 @@ class Compiled:
         return ir.format_graph(self._last.program.outputs + self._last.program.effects)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list) -> _Entry:
-        name = getattr(self.fn, "__name__", "fn")
-        trace = Trace(name)
-        lazy.set_trace(trace)
-        standins, arg_grads = [], []
-        for i, leaf in enumerate(leaves):
-            if isinstance(leaf, float):
-                node = trace.bind(None, None, (), np.float64, lambda a, i=i: np.array(a[i], np.float64), "f")
-                standins.append(wrap(node, weak=True))
-                continue
-            node = trace.bind(None, None, leaf.shape, leaf.dtype, lambda a, i=i: array_of(a[i]), "x")
-            t = wrap(node)
-            t._arg_key = ("arg", i)  # an in-place write into it writes the caller's tensor
-            trace.current[t._arg_key] = [leaf, node, node]
-            if leaf._requires_grad:
-                t._requires_grad = True
-                if leaf.grad is not None:  # backward adds into it, as eagerly
-                    t.grad = wrap(trace.bind(None, None, leaf.shape, leaf.grad.dtype,
-                                             lambda a, i=i: array_of(a[i].grad), "xgrad"))
-                arg_grads.append((i, t))
-            standins.append(t)
-        rest = list(standins)
-        new_args, new_kwargs = _unflatten(args, rest), dict(_unflatten(tuple(sorted(kwargs.items())), rest))
+        trace = Trace(getattr(self.fn, "__name__", "fn"))
         record = autograd.record
 
         def watched_record(op: str, out: Tensor, inputs: tuple, /, **saved: object) -> Tensor:
             for x in inputs:  # every leaf that may get a .grad in this trace, with its .grad before it does
                 trace.watch(x)
             return record(op, out, inputs, **saved)
-        tracing.hooks, tracing.active, autograd.record = HOOKS, True, watched_record
+        lazy.set_trace(trace)
         try:
+            new_args, new_kwargs, arg_grads = self._standins(trace, args, kwargs, leaves)
+            tracing.hooks, tracing.active, autograd.record = HOOKS, True, watched_record
             result = self.fn(*new_args, **new_kwargs)
             nodes: list[ir.Node] = []
             tree = _outputs(result, nodes)
@@ -257,6 +238,30 @@ class Compiled:
         self.traces += 1
         return _Entry(trace, compile_graph(nodes, effects), tree, n_out, grads)
 
+
+    @staticmethod
+    def _standins(trace: Trace, args: tuple, kwargs: dict, leaves: list) -> tuple:
+        """The lazy tensors the function gets in place of its Tensor and float arguments, each loading the call's
+        own argument; an argument that requires grad is a leaf whose .grad the call sets on the caller's tensor."""
+        standins, arg_grads = [], []
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, float):
+                node = trace.bind(None, None, (), np.float64, lambda a, i=i: np.array(a[i], np.float64), "f")
+                standins.append(wrap(node, weak=True))
+                continue
+            node = trace.bind(None, None, leaf.shape, leaf.dtype, lambda a, i=i: array_of(a[i]), "x")
+            t = wrap(node)
+            t._arg_key = ("arg", i)  # an in-place write into it writes the caller's tensor
+            trace.current[t._arg_key] = [leaf, node, node]
+            if leaf._requires_grad:
+                t._requires_grad = True
+                if leaf.grad is not None:  # backward adds into it, as eagerly
+                    t.grad = wrap(trace.bind(None, None, leaf.shape, leaf.grad.dtype,
+                                             lambda a, i=i: array_of(a[i].grad), "xgrad"))
+                arg_grads.append((i, t))
+            standins.append(t)
+        rest = list(standins)
+        return _unflatten(args, rest), dict(_unflatten(tuple(sorted(kwargs.items())), rest)), arg_grads
 
 def compile(fn: Callable) -> Compiled:  # noqa: A001 - teenygrad.compile, as torch.compile
     """Trace `fn` (a function of Tensors) on its first call and run the captured graph from then on.
