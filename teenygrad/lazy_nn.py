@@ -162,12 +162,13 @@ def optimizer_step(opt: optim.Optimizer) -> None:
         if p.grad.shape != p.shape:
             raise ValueError(f"optimizer: a gradient of shape {p.grad.shape} for a parameter of shape {p.shape}")
         dt = p.dtype
-        if dt not in lrs:
-            lrs[dt] = _scalar_input(lambda: opt.lr, dt, "lr")
-        lr, w, g = lrs[dt], node_of(p), cast(node_of(p.grad), dt)
+        if dt not in lrs:  # one input per dtype: the learning rate and AdamW's shrink factor 1 - lr wd
+            lrs[dt] = (_scalar_input(lambda: opt.lr, dt, "lr"),
+                       _scalar_input(lambda: 1.0 - opt.lr * opt.weight_decay, dt, "shrink") if adam else None)
+        (lr, shrink), w, g = lrs[dt], node_of(p), cast(node_of(p.grad), dt)
         if adam:
             stepped.append(i)
-            new = _adam(opt, i, p, w, g, lr, done)
+            new = _adam(opt, i, p, w, g, shrink, done)
         else:
             new = _sgd(opt, i, p, w, g, lr)
         trace.assign_tensor(p, new)
@@ -186,7 +187,7 @@ def _sgd(opt: optim.SGD, i: int, p: Tensor, w: ir.Node, g: ir.Node, lr: ir.Node)
     return ir.binary("sub", w, binop("mul", lr, d))
 
 
-def _adam(opt: optim.Adam, i: int, p: Tensor, w: ir.Node, g: ir.Node, lr: ir.Node, done: int) -> ir.Node:
+def _adam(opt: optim.Adam, i: int, p: Tensor, w: ir.Node, g: ir.Node, shrink: ir.Node, done: int) -> ir.Node:
     """The adam kernel's arithmetic: m, v running averages; p shrunk (AdamW) and stepped by m / sqrt(v)."""
     b1, b2 = opt.betas
     mul, add = (lambda a, b: ir.binary("mul", a, b)), (lambda a, b: ir.binary("add", a, b))
@@ -203,7 +204,6 @@ def _adam(opt: optim.Adam, i: int, p: Tensor, w: ir.Node, g: ir.Node, lr: ir.Nod
     current().assign(mkey, m)
     current().assign(vkey, v)
     if opt.decoupled:
-        shrink = _scalar_input(lambda: 1.0 - opt.lr * opt.weight_decay, p.dtype, "shrink")
         w = binop("mul", w, shrink)
     denom = add(mul(ir.unary("sqrt", v), bcast(inv_root_bias2, v.shape)), c(opt.eps, v))
     return ir.binary("sub", w, ir.binary("div", binop("mul", step, m), denom))
