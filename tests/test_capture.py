@@ -338,3 +338,22 @@ def test_a_failed_trace_leaves_the_parameters_and_optimizer_as_they_were():
     assert all(p.grad is None for p in model.parameters()) and opt.steps == 0 and not opt.t
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
+
+
+# ---- the meeting point with the back end ------------------------------------------------------------------------
+
+def test_reference_program_contract():
+    """compile_graph(outputs, effects) -> Program: inputs are the loaded buffers in a fixed order; a call takes one
+    array per input, returns the outputs and writes the assigns into the arrays, after every read (a swap works)."""
+    a_buf, b_buf = tg.ir.Buffer("a", (2, 3), "float64"), tg.ir.Buffer("b", (2, 3), "float64")
+    a, b = tg.ir.load(a_buf), tg.ir.load(b_buf)
+    total = tg.ir.reduce("sum", tg.ir.binary("mul", a, b), (0, 1))
+    program = tg.compiler.compile_graph([total], [tg.ir.assign(a, b), tg.ir.assign(b, a)])
+    assert program.inputs == [a_buf, b_buf]
+    rng = np.random.default_rng(0)
+    xa, xb = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    arrays = [xa.copy(), xb.copy()]
+    (out,) = program(arrays)
+    np.testing.assert_allclose(out, (xa * xb).sum(keepdims=True), rtol=1e-12)
+    np.testing.assert_array_equal(arrays[0], xb)
+    np.testing.assert_array_equal(arrays[1], xa)
