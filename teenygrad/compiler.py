@@ -189,6 +189,10 @@ class Compiled:
         self._last = entry
         return entry.run(tuple(leaves))
 
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        """As a decorator on a method: `model.step(x)` calls the compiled function with the model first."""
+        return self if obj is None else functools.partial(self, obj)
+
     def graph(self) -> str:
         """The last trace's graph, one node per line (`ir.format_graph`): outputs first, then the assigns."""
         if self._last is None:

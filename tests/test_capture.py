@@ -189,6 +189,19 @@ def test_the_graph_prints_and_the_updates_are_assigns():
         tg.compile(lr_inside)(*digits_batches(1)[0], 0.1)
 
 
+def test_a_compiled_method():
+    class Scaler(nn.Module):
+        def __init__(self):
+            self.w = nn.parameter(3)
+
+        @tg.compile
+        def forward(self, x):
+            return x * self.w + 1.0
+    m = Scaler()
+    x = tg.randn(3)
+    close(m(x).numpy(), (x * m.w + 1.0).numpy(), tg.float32)
+
+
 def test_parameters_are_read_at_every_call():
     w = tg.randn(4)
     f = tg.compile(lambda x: x * w)
