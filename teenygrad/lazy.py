@@ -27,7 +27,7 @@ from teenygrad import ir
 from teenygrad.kernels.layout import broadcast_shapes, contiguous_strides
 from teenygrad.tensor import Tensor, float32, float64, int64
 
-__all__ = ["CaptureError", "LazyTensor", "Trace", "current", "wrap", "node_of", "constant", "full"]
+__all__ = ["CaptureError", "LazyTensor", "EscapedTensor", "Trace", "current", "wrap", "node_of", "constant"]
 
 
 
@@ -265,10 +265,6 @@ def constant(arr: np.ndarray) -> LazyTensor:
         return wrap(ir.const(arr.flat[0].item(), str(dt), arr.shape))
     copy = np.array(arr, order="C")
     return wrap(current().bind(None, None, arr.shape, dt, lambda args: copy, "c"))
-
-
-def full(shape: tuple[int, ...], value: float | int, dtype: np.dtype) -> ir.Node:
-    return ir.const(value, str(np.dtype(dtype)), tuple(shape))
 
 
 def cast(node: ir.Node, dtype: np.dtype | str) -> ir.Node:
