@@ -123,9 +123,11 @@ def _grad_sig(g: Tensor | None) -> Any:
 class _Entry:
     """One trace of the function: its program, how to fill the program's inputs, and what to do around a call."""
 
-    def __init__(self, trace: Trace, program: Any, out_tree: Any, n_out: int, grads: list) -> None:
+    def __init__(self, trace: Trace, program: Any, out_tree: Any, n_out: int, grads: list,
+                 rename: dict | None = None) -> None:
         self.trace, self.program, self.out_tree, self.n_out, self.grads = trace, program, out_tree, n_out, grads
-        self.getters = [trace.bindings[buf] for buf in program.inputs]
+        rename = rename or {}  # a program shared with an identical earlier graph: its buffers -> this trace's
+        self.getters = [trace.bindings[rename.get(buf, buf)] for buf in program.inputs]
 
     def guards_hold(self) -> bool:
         return all(fn() == expected for fn, expected, _ in self.trace.guards)
@@ -153,6 +155,11 @@ def _build(tree: Any, outs: list) -> Any:
     return tree[1]
 
 
+def _loads(roots: list[ir.Node]) -> list[ir.Buffer]:
+    """The buffers a graph loads, in the order its nodes are printed."""
+    return list(dict.fromkeys(n.arg for n in ir.toposort(roots) if n.op == "load"))
+
+
 def _outputs(value: Any, nodes: list[ir.Node]) -> Any:
     """The structure of what the function returned, with lazy tensors replaced by output slots."""
     if isinstance(value, LazyTensor):
@@ -172,6 +179,7 @@ class Compiled:
         self.fn = fn
         self.traces = 0  # how many times the function was traced
         self._cache: dict[Any, list[_Entry]] = {}
+        self._programs: dict[str, tuple[Any, list[ir.Buffer]]] = {}  # graph text -> (program, its buffers)
         self._last: _Entry | None = None
         functools.update_wrapper(self, fn)
 
@@ -240,7 +248,16 @@ class Compiled:
             for t in trace.created:
                 t.__class__ = EscapedTensor  # any later use of a traced tensor says where it came from
         self.traces += 1
-        return _Entry(trace, compile_graph(nodes, effects), tree, n_out, grads)
+        # A new trace often gives the same graph (the second call of a step that starts with zero_grad: only
+        # whether .grad existed changed); then the program compiled for it is reused, its buffers renamed.
+        roots = nodes + effects
+        text = ir.format_graph(roots)
+        if text in self._programs:
+            program, old_loads = self._programs[text]
+            return _Entry(trace, program, tree, n_out, grads, dict(zip(old_loads, _loads(roots))))
+        program = compile_graph(nodes, effects)
+        self._programs[text] = (program, _loads(roots))
+        return _Entry(trace, program, tree, n_out, grads)
 
 
     @staticmethod

@@ -54,6 +54,7 @@ def compare_training(make, make_opt, batches, dtype, clip=None, schedule=False):
             close(pc.grad.numpy(), pe.grad.numpy(), dtype, f"grad of {name} at step {i}")
             close(pc.numpy(), pe.numpy(), dtype, f"{name} after step {i}", param=True)
     assert compiled.traces <= 2  # zero_grad first: the second call sees .grad set, the third reuses that trace
+    assert len(compiled._programs) == 1  # ... and the second trace's graph is the first's: one program
     return compiled
 
 
