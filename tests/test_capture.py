@@ -276,7 +276,7 @@ def apply(steps, x, w, v, rng):
     return x
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(programs())
 def test_random_compositions_captured_equal_eager(prog):
     shape, steps, seed = prog
