@@ -34,7 +34,7 @@ from teenygrad import text
 from teenygrad import gpt, tuning, value_gpt
 from teenygrad.tuning import tune
 from teenygrad import compiler, ir
-from teenygrad.compiler import CaptureError, compile
+from teenygrad.compiler import CaptureError, compile  # noqa: F401 - tg.compile, not in __all__ (see below)
 from teenygrad import edition
 from teenygrad.edition import exercise
 
@@ -61,8 +61,8 @@ __all__ = [
     "text",
     # chapter 9
     "gpt", "value_gpt", "tuning", "tune",
-    # chapter 10
-    "compiler", "ir", "compile", "CaptureError",
+    # chapter 10 (`teenygrad.compile` too, left out of __all__ so `import *` never hides Python's compile)
+    "compiler", "ir", "CaptureError",
     # every exercise
     "edition", "exercise",
 ]
