@@ -123,9 +123,10 @@ def _grad_sig(g: Tensor | None) -> Any:
 class _Entry:
     """One trace of the function: its program, how to fill the program's inputs, and what to do around a call."""
 
-    def __init__(self, trace: Trace, program: Any, out_tree: Any, n_out: int, grads: list,
+    def __init__(self, trace: Trace, program: Any, out_tree: Any, n_out: int, grads: list, n_checks: int,
                  rename: dict | None = None) -> None:
         self.trace, self.program, self.out_tree, self.n_out, self.grads = trace, program, out_tree, n_out, grads
+        self.n_checks = n_checks  # the last outputs: counts of out-of-range indices, which must be 0
         rename = rename or {}  # a program shared with an identical earlier graph: its buffers -> this trace's
         self.getters = [trace.bindings[rename.get(buf, buf)] for buf in program.inputs]
 
@@ -137,6 +138,9 @@ class _Entry:
         for effect in self.trace.host_effects:
             effect()
         values = self.program(arrays)
+        if any(int(v) for v in values[len(values) - self.n_checks:]):
+            raise IndexError("index out of range (an index tensor given to a compiled function: embedding ids, "
+                             "gather or cross-entropy targets); this call's in-place updates were already written")
         outs = [Tensor._contiguous(np.ascontiguousarray(v).reshape(-1), v.shape) for v in values]
         for target, slot in self.grads:  # .grad as the eager step leaves it (an argument: this call's tensor)
             target = leaves[target] if isinstance(target, int) else target
@@ -239,6 +243,8 @@ class Compiled:
                 if isinstance(t.grad, LazyTensor):
                     nodes.append(t.grad._node)
                     grads.append((i, len(nodes) - 1))
+            n_checks = len(trace.checks)
+            nodes.extend(trace.checks)
             effects = trace.effects()
         finally:
             tracing.active, tracing.hooks, autograd.record = False, None, record
@@ -254,10 +260,10 @@ class Compiled:
         text = ir.format_graph(roots)
         if text in self._programs:
             program, old_loads = self._programs[text]
-            return _Entry(trace, program, tree, n_out, grads, dict(zip(old_loads, _loads(roots))))
+            return _Entry(trace, program, tree, n_out, grads, n_checks, dict(zip(old_loads, _loads(roots))))
         program = compile_graph(nodes, effects)
         self._programs[text] = (program, _loads(roots))
-        return _Entry(trace, program, tree, n_out, grads)
+        return _Entry(trace, program, tree, n_out, grads, n_checks)
 
 
     @staticmethod

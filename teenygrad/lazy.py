@@ -163,6 +163,7 @@ class Trace:
         self.params: dict[int, tuple[Tensor, Any]] = {}    # leaves that require grad -> (tensor, .grad at start)
         self.grad_of: dict[int, Tensor] = {}                # id(initial .grad) -> its parameter
         self.created: list[LazyTensor] = []
+        self.checks: list[ir.Node] = []  # int64 counts of out-of-range indices: each call checks they are 0
         self._names = 0
 
     def name_for(self, prefix: str) -> str:

@@ -26,6 +26,7 @@ from teenygrad.lazy import (
     c,
     cast,
     constant,
+    current,
     first_argmax,
     node_of,
     where,
@@ -254,7 +255,11 @@ def index_tensor(index: Tensor | Sequence[int], op: str) -> Tensor:
 
 
 def _normalized(idx: ir.Node, n: int) -> ir.Node:
-    """Negative indices count from the end (as the kernels' checked_index)."""
+    """Negative indices count from the end (as the kernels' checked_index). An index out of range cannot be
+    seen while tracing, so the graph also counts them; the call raises IndexError when the count is not 0."""
+    low, high = ir.binary("lt", idx, c(-n, idx)), ir.binary("lt", c(n - 1, idx), idx)
+    bad = ir.binary("add", cast(low, "int64"), cast(high, "int64"))
+    current().checks.append(ir.reshape(ir.reduce("sum", bad, range(len(idx.shape))), ()))
     return ir.where(ir.binary("lt", idx, c(0, idx)), ir.binary("add", idx, c(n, idx)), idx)
 
 

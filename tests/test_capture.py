@@ -336,6 +336,21 @@ def test_partial_in_place_writes_and_escaped_tensors_are_refused():
         tg.compile(lambda x: x)(np.ones(3))
 
 
+def test_an_index_out_of_range_is_an_error_at_the_call():
+    """The trace cannot see index values, so the graph counts the bad ones and the call raises, as eagerly."""
+    tg.manual_seed(9)
+    table = nn.Embedding(5, 3)
+    logits = tg.randn(3, 4)
+    f = tg.compile(lambda i, t: table(i).sum() + logits.cross_entropy(t))
+    close(f(tg.tensor([0, 4, -1]), tg.tensor([3, 0, 1])).numpy(),
+          (table(tg.tensor([0, 4, -1])).sum() + logits.cross_entropy(tg.tensor([3, 0, 1]))).numpy(), tg.float32)
+    for ids, targets in (([0, 5, 1], [3, 0, 1]), ([0, -6, 1], [3, 0, 1]), ([0, 1, 2], [4, 0, 1])):
+        with pytest.raises(IndexError, match="out of range"):
+            f(tg.tensor(ids), tg.tensor(targets))
+        with pytest.raises(IndexError, match="out of range"):
+            table(tg.tensor(ids)).sum() + logits.cross_entropy(tg.tensor(targets))
+
+
 def test_a_failed_trace_leaves_the_parameters_and_optimizer_as_they_were():
     tg.manual_seed(7)
     model = mlp()
