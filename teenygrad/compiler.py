@@ -22,7 +22,9 @@ What a trace depends on, and what makes a new one:
 
 Results come back as new concrete Tensors without autograd history; parameters' `.grad` are set as an eager
 step would leave them. Reading a traced tensor's value inside the function (`.item()`, `bool()`, `.numpy()`)
-raises `CaptureError`, as do random numbers and `tensor(data)` inside it, and partial in-place writes.
+raises `CaptureError`, as do random numbers and `tensor(data)` inside it, and partial in-place writes. Index
+values are data, so the graph counts out-of-range ones (embedding ids, gather and cross-entropy targets) and the
+call raises IndexError, as eager code does (after the call's in-place updates, which were already written).
 """
 from __future__ import annotations
 
