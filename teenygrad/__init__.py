@@ -12,6 +12,8 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
     7  nn, nn_init, functional, optim         layers, initialisation, optimizers
     8  text                                   characters as tokens, sampling
     9  gpt, value_gpt, tuning                 the GPT, fused ops (`ops.fused`), process settings for speed
+    10 compiler, lazy, lazy_ops, lazy_views,  `compile`: a step traced into a graph of primitives (`tracing`)
+       lazy_nn, ir
     *  edition                                which functions the exercises ask for; the learner's pieces
 """
 import os as _os
@@ -31,6 +33,8 @@ from teenygrad import functional, nn, nn_init, optim
 from teenygrad import text
 from teenygrad import gpt, tuning, value_gpt
 from teenygrad.tuning import tune
+from teenygrad import compiler, ir
+from teenygrad.compiler import CaptureError, compile  # noqa: F401 - tg.compile, not in __all__ (see below)
 from teenygrad import edition
 from teenygrad.edition import exercise
 
@@ -57,6 +61,8 @@ __all__ = [
     "text",
     # chapter 9
     "gpt", "value_gpt", "tuning", "tune",
+    # chapter 10 (`teenygrad.compile` too, left out of __all__ so `import *` never hides Python's compile)
+    "compiler", "ir", "CaptureError",
     # every exercise
     "edition", "exercise",
 ]

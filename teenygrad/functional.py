@@ -11,6 +11,7 @@ from typing import ContextManager
 
 import numpy as np
 
+from teenygrad import tracing
 from teenygrad._swap import swapped
 from teenygrad.edition import exercise
 from teenygrad.kernels.elementwise import GELU_A, GELU_K
@@ -62,6 +63,8 @@ _MASKS: dict[tuple[int, int, str], Tensor] = {}
 
 def _causal_mask(tq: int, tk: int, dtype: np.dtype) -> Tensor:
     """(tq, tk) additive mask: 0 where query i may look at key j (j <= i + tk - tq), -inf after it."""
+    if tracing.active:  # inside teenygrad.compile's trace: built from aranges, not cached
+        return tracing.hooks.causal_mask(tq, tk, dtype)
     key = (tq, tk, str(dtype))
     if key not in _MASKS:
         m = np.triu(np.full((tq, tk), -np.inf), k=tk - tq + 1)

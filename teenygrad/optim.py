@@ -23,6 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
+from teenygrad import tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.jit import kernel
@@ -74,6 +75,8 @@ class Optimizer:
 
     def step(self) -> None:
         """Update every parameter that has a gradient, in place."""
+        if tracing.active:  # inside teenygrad.compile's trace: the updates become assigns
+            return tracing.hooks.optimizer_step(self)
         self.steps += 1
         for i, p in enumerate(self.params):
             if p.grad is not None:
@@ -224,6 +227,8 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     """Scale all gradients together so that their joint L2 norm sqrt(sum of every g_i^2) is at most
     max_norm; returns the norm before clipping. The direction of the step is kept, only its length is
     capped: one huge gradient (a rare bad batch) then cannot throw the weights far away."""
+    if tracing.active:  # inside teenygrad.compile's trace: the norm is a 0-d tensor, the scaling a `where`
+        return tracing.hooks.clip_grad_norm(params, max_norm)
     grads, seen = [], set()
     for p in params:
         if p.grad is not None and id(p) not in seen:  # a tied weight counts once

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.kernels.layout import contiguous_strides, is_contiguous, prod, shape_args
 from teenygrad.tensor_views import TensorViews
 
@@ -63,6 +63,8 @@ class Tensor(TensorViews):
     grad: Tensor | None = None  # dL/d(self), summed over backward calls; kept on leaves
 
     def __init__(self, data: object, dtype: object = None, requires_grad: bool = False) -> None:
+        if tracing.active:  # inside teenygrad.compile's trace, host data would be frozen in: refused
+            tracing.hooks.from_data()
         if isinstance(data, Tensor):
             data = data.numpy()
         from_numpy = isinstance(data, (np.ndarray, np.generic))
@@ -388,6 +390,8 @@ def _dtype_or_default(dtype: object, default: np.dtype = float32) -> np.dtype:
 def full(shape: Sequence[int] | int, value: Scalar, dtype: object = None) -> Tensor:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     dt = _dtype_or_default(dtype, int64 if isinstance(value, int) and not isinstance(value, bool) else float32)
+    if tracing.active:  # inside teenygrad.compile's trace: a constant node
+        return tracing.hooks.full(shape, value, dt)
     return Tensor._contiguous(np.full(prod(shape), value, dtype=dt), shape)
 
 
@@ -404,11 +408,15 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: o
     if stop is None:
         start, stop = 0, start
     is_int = all(isinstance(v, int) for v in (start, stop, step))
+    if tracing.active:  # inside teenygrad.compile's trace: an arange node
+        return tracing.hooks.arange(start, stop, step, _dtype_or_default(dtype, int64 if is_int else float32))
     return Tensor(np.arange(start, stop, step), dtype=_dtype_or_default(dtype, int64 if is_int else float32))
 
 
 def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
     """Uniform samples in [0, 1). `generator=np.random.default_rng(seed)` for a private stream."""
+    if tracing.active:
+        tracing.hooks.random("rand")
     dt = _dtype_or_default(dtype)
     if dt == int64:
         raise TypeError("rand: dtype must be float32 or float64")
@@ -418,6 +426,8 @@ def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random
 
 def randn(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
     """Standard normal samples (mean 0, variance 1)."""
+    if tracing.active:
+        tracing.hooks.random("randn")
     dt = _dtype_or_default(dtype)
     if dt == int64:
         raise TypeError("randn: dtype must be float32 or float64")

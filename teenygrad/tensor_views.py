@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from teenygrad import tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels.layout import contiguous_strides, normalize_axis, prod, shape_args, view_strides
 
@@ -27,6 +28,8 @@ class TensorViews:
     def reshape(self, *shape: int | Sequence[int]) -> TensorViews:
         """Same elements (in row-major order), new shape; one size may be -1 (inferred).
         A view when the strides allow it, otherwise a copy."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.reshape(self, shape)
         new = self._infer_shape(shape_args(shape), "reshape")
         # a contiguous tensor always views as any shape (the common case, so it skips the general walk)
         strides = contiguous_strides(new) if self.is_contiguous() else view_strides(self.shape, self.strides, new)
@@ -39,6 +42,8 @@ class TensorViews:
 
     def view(self, *shape: int | Sequence[int]) -> TensorViews:
         """Like reshape, but never copies: raises if the layout does not allow a view."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.reshape(self, shape, "view")
         new = self._infer_shape(shape_args(shape), "view")
         strides = view_strides(self.shape, self.strides, new)
         if strides is None:
@@ -61,6 +66,8 @@ class TensorViews:
 
     def permute(self, *dims: int | Sequence[int]) -> TensorViews:
         """Reorder axes: result axis i is input axis dims[i]."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.permute(self, dims)
         order = tuple(normalize_axis(d, self.ndim, "permute") for d in shape_args(dims))
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permute: {tuple(dims)} is not a permutation of the {self.ndim} axes")
@@ -83,6 +90,8 @@ class TensorViews:
     def expand(self, *sizes: int | Sequence[int]) -> TensorViews:
         """Repeat size-1 axes (and add leading axes) without copying: their stride becomes 0.
         -1 keeps a size."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.expand(self, sizes)
         sizes = shape_args(sizes)
         if len(sizes) < self.ndim:
             raise ValueError(f"expand: cannot expand shape {self.shape} to {sizes} (fewer dimensions)")
@@ -104,6 +113,8 @@ class TensorViews:
 
     def squeeze(self, axis: int | None = None) -> TensorViews:
         """Drop size-1 axes (all of them, or just `axis` if it has size 1)."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.squeeze(self, axis)
         if axis is None:
             keep = [d for d in range(self.ndim) if self.shape[d] != 1]
         else:
@@ -115,6 +126,8 @@ class TensorViews:
 
     def unsqueeze(self, axis: int) -> TensorViews:
         """Insert a size-1 axis at position `axis` (which may be ndim, or negative)."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.unsqueeze(self, axis)
         a = normalize_axis(axis, self.ndim + 1, "unsqueeze")
         out = self._make(self._buf, self.shape[:a] + (1,) + self.shape[a:],
                          self.strides[:a] + (0,) + self.strides[a:], self.offset)
@@ -135,6 +148,8 @@ class TensorViews:
     def __getitem__(self, key: object) -> TensorViews:
         """Basic indexing is a view: ints, slices (any step, also negative), None (new axis), `...`.
         An int64 tensor (or list) as the whole key selects rows: t[idx] == t.index_select(0, idx)."""
+        if tracing.active:  # inside teenygrad.compile's trace: a graph node
+            return tracing.hooks.getitem(self, key)
         if isinstance(key, (TensorViews, list, np.ndarray)):
             return self.index_select(0, key)
         key = key if isinstance(key, tuple) else (key,)
@@ -143,6 +158,8 @@ class TensorViews:
 
     def __setitem__(self, key: object, value: object) -> None:
         """Write into a view: t[0] = 1.0, t[:, 2:4] = other (broadcast to the view's shape)."""
+        if tracing.active:  # inside teenygrad.compile's trace: an assign of the whole tensor
+            return tracing.hooks.setitem(self, key, value)
         target = basic_index(self, key if isinstance(key, tuple) else (key,))
         self._write(target, value)
 

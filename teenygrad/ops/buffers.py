@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teenygrad import tracing
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import broadcast_shapes, broadcast_strides, coalesce, ints, prod
 from teenygrad.tensor import Tensor, float32, float64, int64
@@ -73,6 +74,8 @@ def copy_into(src: Tensor, dst: Tensor) -> None:
 
 def copy(x: Tensor, dtype: np.dtype | None = None) -> Tensor:
     """A fresh contiguous copy of x (in `dtype` if given). Records nothing: `Tensor.clone` and `to` do."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.copy(x, dtype)
     out = new(x.shape, dtype or x.dtype)
     copy_into(x, out)
     return out

@@ -7,7 +7,7 @@ summed back down to its input's shape (`unbroadcast`, the gradient of broadcasti
 """
 from __future__ import annotations
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import broadcast_shapes, broadcast_strides, coalesce, ints, prod
@@ -22,6 +22,8 @@ NOT_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "gelu_backward"}
 
 def unary(op: str, x: Tensor) -> Tensor:
     """out = f(x), elementwise."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.unary(op, x)
     if op in FLOAT_ONLY_UNARY:
         x = as_float(x)
     out = new(x.shape, x.dtype)
@@ -38,6 +40,8 @@ def unary(op: str, x: Tensor) -> Tensor:
 
 def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     """out = f(a, b), elementwise, with numpy broadcasting. One of a, b may be a Python scalar."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.binary(op, a, b)
     if not isinstance(a, Tensor):
         a = scalar_tensor(a, b, op)
     elif not isinstance(b, Tensor):
@@ -70,6 +74,8 @@ def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
 
 def add_into(acc: Tensor, x: Tensor) -> None:
     """acc += x in place (acc fresh and contiguous, x of its shape and dtype): how backward sums gradients."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.add_into(acc, x)
     if acc.size:
         shape, (sa, sx) = coalesce(acc.shape, acc.strides, x.strides)
         KERNELS["add"](ints(shape), acc._buf, ints(sa), acc.offset, x._buf, ints(sx), x.offset, acc._buf)

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.fused import fast, parallel
@@ -50,6 +50,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     One op with one backward rule rather than three (transpose, matmul, broadcast add):
         dx = g W,   dW = g^T x (summed over all rows),   db = g summed over all rows."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.linear(x, weight, bias)
     if x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input has {x.shape[-1]} features but weight {weight.shape} "
                          f"expects {weight.shape[1]}")
@@ -79,6 +81,8 @@ def _linear_backward(ctx: autograd.Node, g: Tensor) -> tuple:
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise the last dim to mean 0, variance 1, then scale and shift (one fused kernel each way):
     y = (x - mean) / sqrt(var + eps) * weight + bias   (var is the biased variance, as in PyTorch)."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.layer_norm(x, weight, bias, eps)
     x = as_float(x)
     C = x.shape[-1]
     w, b = _param(weight, C, 1.0, x, "layer_norm weight"), _param(bias, C, 0.0, x, "layer_norm bias")
@@ -108,6 +112,8 @@ def _layer_norm_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor,
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """y = x / sqrt(mean(x^2) + eps) * weight over the last dim (no centring, no bias), fused."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.rms_norm(x, weight, eps)
     x = as_float(x)
     w = _param(weight, x.shape[-1], 1.0, x, "rms_norm weight")
     x2, xa = _rows(detached(x))
@@ -174,6 +180,8 @@ def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
     -> y (B, T, C), the heads' outputs side by side. Per head h (columns h*hs:(h+1)*hs of q, k, v):
     y_h = softmax(q_h k_h^T / sqrt(hs) + causal mask) v_h. The same as splitting the heads out and
     calling `F.causal_attention`, without the copies; the probabilities are kept for backward."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.causal_self_attention(qkv, n_head)
     B, T, C3 = qkv.shape
     if C3 % (3 * n_head):
         raise ValueError(f"causal_self_attention: last dim {C3} must be 3 * n_head * head_size (n_head={n_head})")

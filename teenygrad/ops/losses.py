@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.kernels import KERNELS
 from teenygrad.ops.buffers import as_float, cast, contiguous, detached, new
 from teenygrad.ops.elementwise import binary
@@ -21,6 +21,8 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
 
     Computed as log-sum-exp minus the target's logit, with the max subtracted inside the exp, so huge
     logits neither overflow nor lose the loss; the backward is softmax - onehot in one kernel."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.cross_entropy(logits, targets)
     logits, targets = as_float(logits), index_tensor(targets, "cross_entropy")
     if logits.ndim == 0 or targets.shape != logits.shape[:-1]:
         raise ValueError(f"cross_entropy: targets of shape {targets.shape} must be the shape of logits {logits.shape} "

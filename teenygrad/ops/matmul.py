@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.kernels import DEFAULTS, KERNELS
 from teenygrad.kernels.layout import broadcast_shapes, prod
 from teenygrad.ops.buffers import array, cast, contiguous, detached, new, result_dtype
@@ -33,6 +33,8 @@ def _matrix(x: Tensor) -> np.ndarray:
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with numpy's rules: (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast;
     a 1-D left operand is a row vector, a 1-D right operand a column vector (that dim is then dropped)."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.matmul(a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul: both operands must be Tensors")
     if a.ndim == 0 or b.ndim == 0:

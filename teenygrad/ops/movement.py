@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.elementwise import u
@@ -49,6 +49,8 @@ def index_tensor(index: Tensor | Sequence[int], op: str) -> Tensor:
 def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     """out[..., k, ...] = x[..., index[..., k, ...], ...] along `axis`; index.shape equals x.shape except
     along `axis`, and out has index's shape."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.gather(x, axis, index)
     axis = normalize_axis(axis, x.ndim, "gather")
     index = index_tensor(index, "gather")
     if index.ndim != x.ndim or any(i != s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != axis):
@@ -68,6 +70,8 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
 
 def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
     """Backward of gather: zeros of `shape`, then out[..., index[..., k, ...], ...] += g[..., k, ...]."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.scatter_add(g, shape, axis, index)
     axis = normalize_axis(axis, len(shape), "scatter_add")
     g = contiguous(g)
     out = zeros(shape, dtype=g.dtype)
@@ -79,6 +83,8 @@ def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> 
 
 def index_select(x: Tensor, axis: int, index: Tensor | Sequence[int]) -> Tensor:
     """Pick whole slices along `axis`: out shape = x.shape[:axis] + index.shape + x.shape[axis+1:]."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.index_select(x, axis, index)
     axis = normalize_axis(axis, x.ndim, "index_select")
     index = index_tensor(index, "index_select")
     x_in, x = x, contiguous(x)
@@ -127,6 +133,8 @@ def index_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Te
 
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis; all other sizes must agree."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.cat(tensors, axis)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: need at least one tensor")
@@ -165,6 +173,8 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 def _into_zeros(g: Tensor, shape: tuple[int, ...], key: tuple) -> Tensor:
     """Backward of basic indexing: zeros of the input's shape with g written where the view read."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.into_zeros(g, shape, key)
     dx = zeros(shape, dtype=g.dtype)
     copy_into(g, basic_index(dx, key))  # not dx[key] = g: a fresh buffer needs no version count
     return dx

@@ -6,7 +6,7 @@ columns are the reduced ones, read with the input's own strides when they allow 
 """
 from __future__ import annotations
 
-from teenygrad import autograd
+from teenygrad import autograd, tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import coalesce, normalize_axes, normalize_axis, prod
@@ -36,6 +36,8 @@ def _as_matrix(x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, int, int, int,
 
 def reduce(op: str, x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool) -> Tensor:
     """sum / max / argmax over `axis` (an int, a tuple, or None for all axes)."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.reduce(op, x, axis, keepdim)
     axes = normalize_axes(axis, x.ndim, op)
     xm, M, sm, N, sn = _as_matrix(detached(x), axes)
     if N == 0 and op != "sum":
@@ -54,6 +56,8 @@ def reduce(op: str, x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool
 
 def mean(x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool) -> Tensor:
     """mean = sum / (number of reduced elements)."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.mean(x, axis, keepdim)
     x = as_float(x)
     axes = normalize_axes(axis, x.ndim, "mean")
     n = prod(tuple(x.shape[d] for d in axes))
@@ -65,6 +69,8 @@ def mean(x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool) -> Tensor
 
 def softmax(op: str, x: Tensor, axis: int) -> Tensor:
     """softmax / log_softmax along one axis (the kernels work on rows, so that axis is moved last)."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.softmax(op, x, axis)
     x_in = x = as_float(x)
     axis = normalize_axis(axis, x.ndim, op)
     x = detached(x)
@@ -86,6 +92,8 @@ def softmax(op: str, x: Tensor, axis: int) -> Tensor:
 
 def softmax_backward(op: str, y: Tensor, g: Tensor, axis: int) -> Tensor:
     """dx for y = softmax(x) or log_softmax(x) along `axis`: rows moved last and made contiguous, one kernel."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.softmax_backward(op, y, g, axis)
     scalar = y.ndim == 0
     if scalar:
         y, g = y.reshape(1), g.reshape(1)
