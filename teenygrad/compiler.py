@@ -80,10 +80,22 @@ class ReferenceProgram:
         return values[:len(self.outputs)]
 
 
-def compile_graph(outputs: list[ir.Node], effects: list[ir.Node]) -> Any:
-    """The one place the front end meets the back end: a graph in, a `Program` out. Until the back end's
-    `compile_graph` is merged, the reference program (ir.evaluate) runs the graph."""
-    return ReferenceProgram(outputs, effects)
+BACKENDS = ("numba", "reference")
+
+
+def _check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"teenygrad.compile: backend {backend!r} is not one of {', '.join(map(repr, BACKENDS))}")
+    return backend
+
+
+def compile_graph(outputs: list[ir.Node], effects: list[ir.Node], backend: str = "numba") -> Any:
+    """The one place the front end meets the back end: a graph in, a `Program` out. `backend="numba"` compiles it
+    (`teenygrad.backend`: passes, fusion, generated numba kernels); `"reference"` runs it op by op in numpy."""
+    if _check_backend(backend) == "reference":
+        return ReferenceProgram(outputs, effects)
+    from teenygrad.backend import compile_graph as generate  # imported on first use: `import teenygrad` stays light
+    return generate(outputs, effects)
 
 
 # ---- signatures ---------------------------------------------------------------------------------------------------
@@ -181,8 +193,9 @@ def _outputs(value: Any, nodes: list[ir.Node]) -> Any:
 class Compiled:
     """A function of Tensors, traced on its first call with each new signature (see the module docstring)."""
 
-    def __init__(self, fn: Callable) -> None:
-        self.fn = fn
+    def __init__(self, fn: Callable, backend: str = "numba") -> None:
+        _check_backend(backend)  # a misspelt backend fails here, not at the first call
+        self.fn, self.backend = fn, backend
         self.traces = 0  # how many times the function was traced
         self._cache: dict[Any, list[_Entry]] = {}
         self._programs: dict[str, tuple[Any, list[ir.Buffer]]] = {}  # graph text -> (program, its buffers)
@@ -263,7 +276,7 @@ class Compiled:
         if text in self._programs:
             program, old_loads = self._programs[text]
             return _Entry(trace, program, tree, n_out, grads, n_checks, dict(zip(old_loads, _loads(roots))))
-        program = compile_graph(nodes, effects)
+        program = compile_graph(nodes, effects, self.backend)
         self._programs[text] = (program, _loads(roots))
         return _Entry(trace, program, tree, n_out, grads, n_checks)
 
@@ -292,7 +305,9 @@ class Compiled:
         rest = list(standins)
         return _unflatten(args, rest), dict(_unflatten(tuple(sorted(kwargs.items())), rest)), arg_grads
 
-def compile(fn: Callable) -> Compiled:  # noqa: A001 - teenygrad.compile, as torch.compile
-    """Trace `fn` (a function of Tensors) on its first call and run the captured graph from then on.
-    See `teenygrad.compiler` for what is captured, what is an input and what makes a new trace."""
-    return Compiled(fn)
+def compile(fn: Callable, backend: str = "numba") -> Compiled:  # noqa: A001 - teenygrad.compile, as torch.compile
+    """Trace `fn` (a function of Tensors) on its first call and run the captured graph from then on: compiled into
+    generated numba kernels (`backend="numba"`), or op by op in numpy (`"reference"`, the oracle the compiled
+    programs are tested against). See `teenygrad.compiler` for what is captured, what is an input and what makes
+    a new trace."""
+    return Compiled(fn, backend)

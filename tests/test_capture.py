@@ -18,6 +18,12 @@ TOL = {tg.float64: dict(rtol=1e-9, atol=1e-12), tg.float32: dict(rtol=1e-3, atol
 PARAM_ATOL32 = 1e-5
 
 
+def capture(fn, backend="reference"):
+    """The front end's tests run the captured graph with the reference program (numpy, op by op): they test what
+    is captured. The model tests below also run it compiled (`backend="numba"`: capture and back end together)."""
+    return tg.compile(fn, backend=backend)
+
+
 def close(a, b, dtype, what="", param=False):
     tol = dict(TOL[dtype], atol=PARAM_ATOL32) if param and dtype == tg.float32 else TOL[dtype]
     np.testing.assert_allclose(a, b, err_msg=what, **tol)
@@ -38,12 +44,12 @@ def train_step(model, opt, clip=None):
     return step
 
 
-def compare_training(make, make_opt, batches, dtype, clip=None, schedule=False):
+def compare_training(make, make_opt, batches, dtype, clip=None, schedule=False, backend="reference"):
     """Two copies of a model trained side by side, eagerly and compiled: losses, gradients, parameters match."""
     models = [make().to(dtype) for _ in range(2)]
     models[1].load_state_dict(models[0].state_dict())
     opts = [make_opt(m.parameters()) for m in models]
-    eager, compiled = train_step(models[0], opts[0], clip), tg.compile(train_step(models[1], opts[1], clip))
+    eager, compiled = train_step(models[0], opts[0], clip), capture(train_step(models[1], opts[1], clip), backend)
     for i, (x, y) in enumerate(batches):
         if schedule:
             for o in opts:
@@ -68,15 +74,16 @@ def digits_batches(n=4, rows=8):
     return [(tg.tensor(rng.standard_normal((rows, 6))), tg.tensor(rng.integers(0, 4, rows))) for _ in range(n)]
 
 
-@pytest.mark.parametrize("dtype", [tg.float64, tg.float32])
-@pytest.mark.parametrize("opt", ["sgd", "sgd-momentum", "adam", "adamw"])
-def test_chapter7_mlp_step_compiled_equals_eager(dtype, opt):
+@pytest.mark.parametrize("dtype, opt, backend", [(d, o, "reference") for d in (tg.float64, tg.float32)
+                                                 for o in ("sgd", "sgd-momentum", "adam", "adamw")]
+                         + [(tg.float64, "adamw", "numba")])
+def test_chapter7_mlp_step_compiled_equals_eager(dtype, opt, backend):
     make_opt = {"sgd": lambda ps: optim.SGD(ps, lr=0.1),
                 "sgd-momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01),
                 "adam": lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.01),
                 "adamw": lambda ps: optim.AdamW(ps, lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)}[opt]
     batches = [(x.to(dtype), y) for x, y in digits_batches()]
-    compare_training(mlp, make_opt, batches, dtype, schedule=opt == "adamw")
+    compare_training(mlp, make_opt, batches, dtype, schedule=opt == "adamw", backend=backend)
 
 
 class NamesMLP(nn.Module):
@@ -107,16 +114,19 @@ GPT_CFGS = {"shakespeare": GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_h
                                norm_weights=False, act="relu", bias=False, tie_weights=False)}
 
 
-@pytest.mark.parametrize("dtype", [tg.float64, tg.float32])
-@pytest.mark.parametrize("cfg", sorted(GPT_CFGS))
-def test_chapter9_gpt_step_compiled_equals_eager(dtype, cfg):
+# compiled by the back end too (numba compiles its kernels once, cold: about a minute for these three), the largest
+# config in both precisions; the capture alone (the reference program) in every config and precision
+@pytest.mark.parametrize("dtype, cfg, backend", [(d, c, "reference") for d in (tg.float64, tg.float32)
+                                                 for c in sorted(GPT_CFGS)]
+                         + [(tg.float64, "shakespeare", "numba"), (tg.float32, "shakespeare", "numba")])
+def test_chapter9_gpt_step_compiled_equals_eager(dtype, cfg, backend):
     def make():
         tg.manual_seed(3)
         return GPT(GPT_CFGS[cfg])
     rng = np.random.default_rng(4)
     batches = [(tg.tensor(rng.integers(0, 11, (2, 8))), tg.tensor(rng.integers(0, 11, (2, 8)))) for _ in range(3)]
     compare_training(make, lambda ps: optim.AdamW(ps, lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1), batches, dtype,
-                     clip=0.05 if cfg == "shakespeare" else None)  # small: the clipping does scale
+                     clip=0.05 if cfg == "shakespeare" else None, backend=backend)  # small: the clipping does scale
 
 
 def test_forward_only_and_the_unfused_ops_compile_too():
@@ -126,9 +136,9 @@ def test_forward_only_and_the_unfused_ops_compile_too():
     idx = tg.tensor(np.random.default_rng(0).integers(0, 11, (2, 8)))
     with tg.no_grad():
         want = model(idx)[0].numpy()
-        close(tg.compile(lambda i: model(i)[0])(idx).numpy(), want, tg.float64)
+        close(capture(lambda i: model(i)[0])(idx).numpy(), want, tg.float64)
         with tg.functional.unfused():
-            close(tg.compile(lambda i: model(i)[0])(idx).numpy(), want, tg.float64)
+            close(capture(lambda i: model(i)[0])(idx).numpy(), want, tg.float64)
 
 
 def test_manual_sgd_update_is_an_assign():
@@ -148,7 +158,7 @@ def test_manual_sgd_update_is_an_assign():
                 p[...] = p - lr * p.grad
         return loss
 
-    compiled = tg.compile(step)
+    compiled = capture(step)
     for lr in (0.1, 0.05, 0.2, 0.3):  # a float argument is an input: no new trace for a new value
         close(compiled(qs, x, lr).numpy(), step(ps, x, lr).numpy(), tg.float64)
         for p, q in zip(ps, qs):
@@ -159,14 +169,14 @@ def test_manual_sgd_update_is_an_assign():
 
 def test_new_shapes_retrace_and_the_same_signature_reuses():
     w = tg.randn(5, 3)
-    f = tg.compile(lambda x, scale: (x @ w) * scale)
+    f = capture(lambda x, scale: (x @ w) * scale)
     for rows in (2, 2, 7, 2, 7):
         x = tg.randn(rows, 5)
         close(f(x, 2.5).numpy(), (x @ w * 2.5).numpy(), tg.float32)
     assert f.traces == 2
     f(tg.randn(2, 5, dtype=tg.float64), 1.0)  # a new dtype
     assert f.traces == 3
-    g = tg.compile(lambda x, k: x.sum(k))  # an int is part of the signature (it may be an axis or a shape)
+    g = capture(lambda x, k: x.sum(k))  # an int is part of the signature (it may be an axis or a shape)
     x = tg.randn(3, 4)
     close(g(x, 0).numpy(), x.sum(0).numpy(), tg.float32)
     close(g(x, 1).numpy(), x.sum(1).numpy(), tg.float32)
@@ -177,7 +187,7 @@ def test_the_graph_prints_and_the_updates_are_assigns():
     tg.manual_seed(8)
     model = mlp()
     opt = optim.AdamW(model.parameters(), lr=0.01)
-    step = tg.compile(train_step(model, opt))
+    step = capture(train_step(model, opt))
     step(*digits_batches(1)[0])
     text = step.graph()
     assert text.count(" assign ") == 3 * len(model.parameters())  # each parameter, its m and its v
@@ -187,7 +197,7 @@ def test_the_graph_prints_and_the_updates_are_assigns():
         opt.lr = lr
         return train_step(model, opt)(x, y)
     with pytest.raises(tg.CaptureError, match="opt.lr"):
-        tg.compile(lr_inside)(*digits_batches(1)[0], 0.1)
+        capture(lr_inside)(*digits_batches(1)[0], 0.1)
 
 
 def test_a_compiled_method():
@@ -205,7 +215,7 @@ def test_a_compiled_method():
 
 def test_parameters_are_read_at_every_call():
     w = tg.randn(4)
-    f = tg.compile(lambda x: x * w)
+    f = capture(lambda x: x * w)
     x = tg.randn(4)
     f(x)
     with tg.no_grad():
@@ -218,7 +228,7 @@ def test_input_requiring_grad_gets_its_grad():
         y = (x.softmax(-1) * x.log_softmax(0)).sum()
         y.backward()
         return y
-    compiled = tg.compile(f)
+    compiled = capture(f)
     for _ in range(2):  # each call's own argument gets the gradient (and the second call's adds to its .grad)
         x = tg.randn(3, 4, dtype=tg.float64).requires_grad_()
         x2 = tg.tensor(x.numpy()).requires_grad_()
@@ -290,7 +300,7 @@ def test_random_compositions_captured_equal_eager(prog):
             out = apply(steps, x, w, v, np.random.default_rng(seed))  # v: a parameter the function reaches
             (out * out).sum().backward()
             return out
-        out = (tg.compile(f) if compiled else f)(x, w)
+        out = (capture(f) if compiled else f)(x, w)
         results.append((out.numpy(), x.grad.numpy(), *(None if t.grad is None else t.grad.numpy() for t in (w, v))))
     for a, b in zip(*results):
         if a is None or b is None:
@@ -315,7 +325,7 @@ def test_random_compositions_captured_equal_eager(prog):
 def test_what_cannot_be_captured_is_a_clear_error(body, match):
     x = tg.randn(3)
     with pytest.raises(tg.CaptureError, match=match) as err:
-        tg.compile(body)(x)
+        capture(body)(x)
     assert "eagerly" in str(err.value).lower() or "outside" in str(err.value)
     assert not tg.tracing.active  # the failed trace left nothing switched on
     assert float((x * 2).sum()) == pytest.approx(2 * float(x.sum()))  # and eager ops still work
@@ -327,13 +337,13 @@ def test_partial_in_place_writes_and_escaped_tensors_are_refused():
     def partial(x):
         w[1:3] = x[1:3]
     with pytest.raises(tg.CaptureError, match="part of a tensor"):
-        tg.compile(partial)(tg.randn(4))
+        capture(partial)(tg.randn(4))
     kept = []
-    tg.compile(lambda x: kept.append(x * 2))(tg.randn(4))
+    capture(lambda x: kept.append(x * 2))(tg.randn(4))
     with pytest.raises(tg.CaptureError, match="used after the call"):
         kept[0] + 1
     with pytest.raises(TypeError, match="not a numpy array"):
-        tg.compile(lambda x: x)(np.ones(3))
+        capture(lambda x: x)(np.ones(3))
 
 
 def test_an_index_out_of_range_is_an_error_at_the_call():
@@ -341,7 +351,7 @@ def test_an_index_out_of_range_is_an_error_at_the_call():
     tg.manual_seed(9)
     table = nn.Embedding(5, 3)
     logits = tg.randn(3, 4)
-    f = tg.compile(lambda i, t: table(i).sum() + logits.cross_entropy(t))
+    f = capture(lambda i, t: table(i).sum() + logits.cross_entropy(t))
     close(f(tg.tensor([0, 4, -1]), tg.tensor([3, 0, 1])).numpy(),
           (table(tg.tensor([0, 4, -1])).sum() + logits.cross_entropy(tg.tensor([3, 0, 1]))).numpy(), tg.float32)
     for ids, targets in (([0, 5, 1], [3, 0, 1]), ([0, -6, 1], [3, 0, 1]), ([0, 1, 2], [4, 0, 1])):
@@ -363,7 +373,7 @@ def test_a_failed_trace_leaves_the_parameters_and_optimizer_as_they_were():
         opt.step()
         return loss.item()
     with pytest.raises(tg.CaptureError, match="item"):
-        tg.compile(step)(*digits_batches(1)[0])
+        capture(step)(*digits_batches(1)[0])
     assert all(p.grad is None for p in model.parameters()) and opt.steps == 0 and not opt.t
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
