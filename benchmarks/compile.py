@@ -105,10 +105,12 @@ def compare(name: str, steps: int) -> None:
         print(f"{label:28s} {1e3 * med[label]:8.1f} ms/step (best {1e3 * min(t):7.1f})   "
               f"{batch * cfg.block_size / med[label]:9,.0f} tokens/s")
     le, lc = np.array(losses["teenygrad eager"]), np.array(losses["teenygrad compiled"])
-    worst = float(np.max(np.abs(lc - le) / np.abs(le)))
-    same = np.allclose(lc, le, rtol=RTOL, atol=1e-6)
-    print(f"losses compiled vs eager over {len(le) + 1} steps: {'the same' if same else 'DIFFERENT'} "
-          f"(float32, rtol {RTOL}; largest relative difference {worst:.1e}; last loss {le[-1]:.4f})")
+    rel = np.abs(lc - le) / np.abs(le)
+    off = np.flatnonzero(~np.isclose(lc, le, rtol=RTOL, atol=1e-6))
+    print(f"losses compiled vs eager over {len(le)} steps: {'the same' if off.size == 0 else 'DIFFERENT'} "
+          f"(float32, rtol {RTOL}; largest relative difference {rel.max():.1e}, over the first 5 steps "
+          f"{rel[:5].max():.1e}" + (f"; first past rtol at step {off[0] + 1}" if off.size else "") +
+          f"; last loss {le[-1]:.4f})")
     print(f"{name}: compiled / eager teenygrad time per step: {med['teenygrad compiled'] / med['teenygrad eager']:.2f}")
     for label in med:
         if label.startswith("PyTorch"):
