@@ -5,14 +5,14 @@
     python benchmarks/compile.py --steps 60 # more timed steps, a steadier median (default 30)
 
 The step is chapter 9's: forward, zero_grad, backward, the gradient's norm clipped at 1.0, AdamW (betas 0.9 and
-0.99, weight decay 0.1), on real batches of shakespeare.txt. teenygrad compiles all of it with `tg.compile` (one
-trace, one program of generated numba kernels); eager teenygrad runs the same step op by op on chapter 9's
-hand-fused kernels, from the same initial weights, so the two must give the same losses (float32: chapter 9's
-tolerance, rtol 1e-3), which the script checks over every step it runs. PyTorch eager (when `import torch` works)
-runs the same model from its own initialisation. The frameworks are timed in alternation, batch by batch, in one
-run; the script prints the median and best ms per step and the ratios, one per line, for the book's model
-(4 layers, 4 heads, 128 wide, context 64, batch 12) and a wider one (6 layers, 6 heads, 384 wide, context 128,
-batch 8).
+0.99, weight decay 0.1, the learning rate warming up to 2e-3 over 100 steps), on real batches of shakespeare.txt.
+teenygrad compiles all of it with `tg.compile` (one trace, one program of generated numba kernels); eager
+teenygrad runs the same step op by op on chapter 9's hand-fused kernels, from the same initial weights, so the
+two must give the same losses (float32: chapter 9's tolerance, rtol 1e-3), which the script checks over every
+step it runs. PyTorch eager (when `import torch` works) runs the same model from its own initialisation. The
+frameworks are timed in alternation, batch by batch, in one run; the script prints the median and best ms per
+step and the ratios, one per line, for the book's model (4 layers, 4 heads, 128 wide, context 64, batch 12) and
+a wider one (6 layers, 6 heads, 384 wide, context 128, batch 8).
 
 Compile time: the small model's compiled step is first called in a fresh process with an empty cache directory
 ($TEENYGRAD_CACHE_DIR): trace + passes + code generation + numba compile + one run ("cold"); then in a second
@@ -46,12 +46,13 @@ MODELS = {  # name -> (config, batch size)
     "shakespeare": (GPTConfig(vocab_size=73, block_size=64, n_layer=4, n_head=4, n_embd=128), 12),
     "wide": (GPTConfig(vocab_size=73, block_size=128, n_layer=6, n_head=6, n_embd=384), 8),
 }
-LR, BETAS, WEIGHT_DECAY, CLIP = 2e-3, (0.9, 0.99), 0.1, 1.0  # chapter 9's recipe (at its peak learning rate)
+LR, MIN_LR, WARMUP, STEPS = 2e-3, 2e-4, 100, 2000  # chapter 9's recipe: warm-up, then a cosine
+BETAS, WEIGHT_DECAY, CLIP = (0.9, 0.99), 0.1, 1.0
 RTOL = 1e-3  # chapter 9's float32 tolerance
 
 
-def train_step(model: GPT):
-    """Chapter 9's training step on `model`, as a function of two Tensors; returns the loss (a Tensor)."""
+def train_step(model: GPT) -> tuple:
+    """Chapter 9's training step on `model`, as a function of two Tensors returning the loss; and its optimizer."""
     opt = optim.AdamW(model.parameters(), lr=LR, betas=BETAS, weight_decay=WEIGHT_DECAY)
 
     def step(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
@@ -61,17 +62,29 @@ def train_step(model: GPT):
         optim.clip_grad_norm(model.parameters(), CLIP)
         opt.step()
         return loss
-    return step
+    return step, opt
+
+
+def on_numpy(step, opt):
+    """The step on numpy batches, returning the loss as a float; the learning rate follows chapter 9's schedule
+    (these steps are all in its warm-up: without it the wide model diverges, and two runs then part at once)."""
+    count = [0]
+
+    def run(x: np.ndarray, y: np.ndarray) -> float:
+        opt.lr = optim.lr_at(count[0], STEPS, LR, warmup=WARMUP, min_lr=MIN_LR)  # read by the compiled step too
+        count[0] += 1
+        return step(tg.tensor(x), tg.tensor(y)).item()
+    return run
 
 
 def teenygrad_steps(cfg: GPTConfig) -> tuple:
-    """Eager and compiled steps on two copies of one model; each takes numpy batches and returns the loss."""
+    """Eager and compiled steps on two copies of one model (each on numpy batches), and the compiled function."""
     tg.manual_seed(0)
     model, twin = GPT(cfg), GPT(cfg)
     twin.load_state_dict(model.state_dict())
-    eager, compiled = train_step(model), tg.compile(train_step(twin))
-    return (lambda x, y: eager(tg.tensor(x), tg.tensor(y)).item(),
-            lambda x, y: compiled(tg.tensor(x), tg.tensor(y)).item(), compiled)
+    (eager, opt), (step, twin_opt) = train_step(model), train_step(twin)
+    compiled = tg.compile(step)
+    return on_numpy(eager, opt), on_numpy(compiled, twin_opt), compiled
 
 
 def kernels_of(compiled: tg.compiler.Compiled) -> str:
