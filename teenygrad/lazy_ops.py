@@ -34,6 +34,7 @@ from teenygrad.lazy import (
 )
 from teenygrad.ops.buffers import as_float, result_dtype
 from teenygrad.ops.elementwise import FLOAT_ONLY_BINARY, FLOAT_ONLY_UNARY, NOT_DIFFERENTIABLE
+from teenygrad.ops.movement import check_cat
 from teenygrad.tensor import Tensor, float32, int64
 
 Scalar = int | float
@@ -308,16 +309,7 @@ def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> 
 
 
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("cat: need at least one tensor")
-    first = tensors[0]
-    axis = normalize_axis(axis, first.ndim, "cat")
-    dtype = first.dtype
-    for t in tensors[1:]:
-        if t.ndim != first.ndim or any(s != f for d, (s, f) in enumerate(zip(t.shape, first.shape)) if d != axis):
-            raise ValueError(f"cat: shapes {first.shape} and {t.shape} differ outside axis {axis}")
-        dtype = result_dtype(dtype, t.dtype)
+    tensors, axis, dtype = check_cat(tensors, axis)
     out = wrap(ir.cat([cast(node_of(t), dtype) for t in tensors], axis))
     if any(t._requires_grad for t in tensors):
         starts = np.cumsum([0] + [t.shape[axis] for t in tensors])

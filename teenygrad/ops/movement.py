@@ -131,10 +131,9 @@ def index_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Te
     return out
 
 
-def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along an existing axis; all other sizes must agree."""
-    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
-        return tracing.hooks.cat(tensors, axis)
+def check_cat(tensors: Sequence[Tensor], axis: int) -> tuple[list[Tensor], int, object]:
+    """cat's arguments checked (the eager op and the compiler's trace share it): the tensors as a list, the axis
+    made non-negative, and the result's dtype."""
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: need at least one tensor")
@@ -145,7 +144,15 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         if t.ndim != first.ndim or any(s != f for d, (s, f) in enumerate(zip(t.shape, first.shape)) if d != axis):
             raise ValueError(f"cat: shapes {first.shape} and {t.shape} differ outside axis {axis}")
         dtype = result_dtype(dtype, t.dtype)
-    shape = list(first.shape)
+    return tensors, axis, dtype
+
+
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis; all other sizes must agree."""
+    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
+        return tracing.hooks.cat(tensors, axis)
+    tensors, axis, dtype = check_cat(tensors, axis)
+    shape = list(tensors[0].shape)
     shape[axis] = sum(t.shape[axis] for t in tensors)
     out = new(tuple(shape), dtype)
     start, spans = 0, []
