@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -29,22 +30,26 @@ from teenygrad import optim  # noqa: E402
 from teenygrad.datasets import load_shakespeare  # noqa: E402
 from teenygrad.gpt import GPT, GPTConfig  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import alternate  # noqa: E402
+
 CFG = GPTConfig(vocab_size=73,  # the characters of shakespeare.txt
                  block_size=64, n_layer=4, n_head=4, n_embd=128)
 BATCH = 12
 
 
-def batches(n: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+def batches(n: int, seed: int = 0, cfg: GPTConfig = CFG, batch: int = BATCH) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`n` batches of `batch` windows of shakespeare.txt at random positions: inputs and next characters."""
     text = load_shakespeare()
     code = {c: i for i, c in enumerate(sorted(set(text)))}
-    assert len(code) == CFG.vocab_size
+    assert len(code) == cfg.vocab_size
     data = np.array([code[c] for c in text[:200_000]], dtype=np.int64)
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        ix = rng.integers(0, data.size - CFG.block_size - 1, BATCH)
-        x = np.stack([data[i:i + CFG.block_size] for i in ix])
-        y = np.stack([data[i + 1:i + 1 + CFG.block_size] for i in ix])
+        ix = rng.integers(0, data.size - cfg.block_size - 1, batch)
+        x = np.stack([data[i:i + cfg.block_size] for i in ix])
+        y = np.stack([data[i + 1:i + 1 + cfg.block_size] for i in ix])
         out.append((x, y))
     return out
 
@@ -63,7 +68,8 @@ def teenygrad_step():
     return step
 
 
-def torch_step():
+def torch_step(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999)):
+    """PyTorch eager's step on the same model (its own random initialisation): forward, backward, (clip), AdamW."""
     if torch is None:
         raise ImportError("torch")
     import torch.nn as tnn
@@ -90,9 +96,9 @@ def torch_step():
     class TorchGPT(tnn.Module):
         def __init__(self) -> None:
             super().__init__()
-            C = CFG.n_embd
-            self.wte, self.wpe = tnn.Embedding(CFG.vocab_size, C), tnn.Embedding(CFG.block_size, C)
-            self.blocks = tnn.ModuleList([Block(C, CFG.n_head) for _ in range(CFG.n_layer)])
+            C = cfg.n_embd
+            self.wte, self.wpe = tnn.Embedding(cfg.vocab_size, C), tnn.Embedding(cfg.block_size, C)
+            self.blocks = tnn.ModuleList([Block(C, cfg.n_head) for _ in range(cfg.n_layer)])
             self.ln = tnn.LayerNorm(C)
 
         def forward(self, idx, targets):
@@ -103,12 +109,14 @@ def torch_step():
             return tF.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
     model = TorchGPT()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=betas, weight_decay=0.1)
 
     def step(x: np.ndarray, y: np.ndarray) -> float:
         loss = model(torch.from_numpy(x), torch.from_numpy(y))
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         return loss.item()
     return step, torch.__version__, torch.get_num_threads()
@@ -116,16 +124,7 @@ def torch_step():
 
 def time_steps(steps: dict, data: list, warmup: int = 3) -> dict[str, list[float]]:
     """Run the steps in alternation over the same batches; seconds per step for each."""
-    for fn in steps.values():
-        for x, y in data[:warmup]:
-            fn(x, y)
-    times = {name: [] for name in steps}
-    for x, y in data[warmup:]:
-        for name, fn in steps.items():
-            t0 = time.perf_counter()
-            fn(x, y)
-            times[name].append(time.perf_counter() - t0)
-    return times
+    return alternate(steps, data, warmup)[0]
 
 
 def report(name: str, t: list[float]) -> float:

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numba
 import numpy as np
 
 from teenygrad import ir
@@ -83,6 +86,50 @@ def _load(source: str) -> tuple[object, Path]:
     return _MODULES[digest], path
 
 
+_WORKER = """
+import importlib.util, json, sys
+import numba, numpy as np
+name, path, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+spec = importlib.util.spec_from_file_location(name, path)
+module = importlib.util.module_from_spec(spec)
+sys.modules[name] = module
+spec.loader.exec_module(module)
+for fn, dtypes in jobs:
+    getattr(module, fn).compile(tuple(numba.typeof(np.empty(1, d)) for d in dtypes))
+"""
+
+
+def compile_kernels(module: object, path: Path, sched: Schedule) -> None:
+    """Compile the generated kernels now, for the arrays the program passes them (flat, C-contiguous).
+    numba compiles one function at a time in a process; with a cold cache and more than one core, other
+    processes compile a share of the kernels at the same time, and this one then loads their machine code
+    from numba's disk cache (a worker that fails only leaves its share to this process)."""
+    if not JIT_ENABLED:
+        return
+    dtypes = {**{f"in{i}": str(b.dtype) for i, b in enumerate(sched.inputs)},
+              **{f"out{i}": str(n.dtype) for i, n in enumerate(sched.outputs)},
+              **{f"s{i}": str(d) for i, (d, _) in enumerate(sched.scratch)}}
+    jobs = list({fn.__name__: [dtypes[n] for n in names] for fn, names, _ in module.STEPS
+                 if hasattr(fn, "compile")}.items())
+    digest = path.stem.split("_")[-1]
+    cold = not any((path.parent / "__pycache__").glob(f"*{digest}*.nbi"))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(cores, 4) if cold and len(jobs) >= 8 else 1
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, module.__name__, str(path), json.dumps(jobs[w::workers])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(1, workers)]
+    theirs = [job for w in range(1, workers) for job in jobs[w::workers]]
+    try:
+        for name, types in jobs[::workers]:
+            getattr(module, name).compile(tuple(numba.typeof(np.empty(1, d)) for d in types))
+        for p in procs:
+            p.wait()
+    finally:
+        for p in procs:
+            p.kill()
+    for name, types in theirs:  # from the cache now
+        getattr(module, name).compile(tuple(numba.typeof(np.empty(1, d)) for d in types))
+
+
 class Program:
     """A compiled graph. `inputs`: the Buffers it reads, in the order `__call__` wants their arrays.
     Calling it with one contiguous array per input returns the outputs as fresh arrays; assigns write into
@@ -94,6 +141,7 @@ class Program:
         self.outputs = sched.outputs
         module, self.path = _load(source)
         self._run = module.run
+        compile_kernels(module, self.path, sched)
         self._scratch = [np.empty(size, dtype) for dtype, size in sched.scratch]
         self._out_index = []  # for each output: which earlier output it repeats (then it is copied), or None
         seen: dict[int, int] = {}
@@ -129,15 +177,15 @@ class Program:
         env = {f"in{i}": np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)}
         env.update({f"out{i}": np.empty(n.size, n.dtype) for i, n in enumerate(self.outputs)})
         env.update({f"s{i}": a for i, a in enumerate(self._scratch)})
-        times = []
-        for fn, names in sys.modules[self._run.__module__].STEPS:
+        times = [0.0] * len(self.schedule.kernels)
+        for fn, names, k in sys.modules[self._run.__module__].STEPS:  # a kernel may be two functions
             args = [env[n] for n in names]
             best = float("inf")
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 fn(*args)
                 best = min(best, time.perf_counter() - t0)
-            times.append(best)
+            times[k] += best
         return times
 
     def describe(self) -> str:

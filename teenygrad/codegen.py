@@ -17,7 +17,8 @@ Shapes and strides are literals in the source, so LLVM folds the index arithmeti
 loop. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
 call into machine code, but numba then links every kernel into it again: measured, a third more compile
 time for a few microseconds a kernel saved.) Kernels that differ only in the arrays they touch (a layer
-repeated) are generated once.
+repeated) are generated once. A matmul is a call of chapter 3's tiled kernel on views of the flat arrays
+(`teenygrad.kernels.matmul_views`, compiled once for all shapes), its epilogue a loop kernel of its own.
 
 Floats keep the graph's dtype. Sums accumulate in float64 and are rounded once, as the hand kernels do.
 float32 exp and tanh use the hand kernels' vectorisable `exp32` and `tanh32` (relative error ~2e-7).
@@ -37,7 +38,7 @@ from teenygrad.kernels import jit
 from teenygrad.kernels.jit import CHUNKS, num_threads
 from teenygrad.kernels.matmul import MR
 from teenygrad.passes import ELEMENTWISE, View
-from teenygrad.schedule import CAT, LOOP, MATMUL, Kernel, Schedule, Slot, tree
+from teenygrad.schedule import CAT, LOOP, MATMUL, Item, Kernel, Schedule, Slot, tree
 
 FASTMATH = '{"reassoc", "contract", "nsz"}'   # reorder sums (to vectorise them), fuse multiply-adds; inf/nan kept
 _CAST = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64"}
@@ -282,46 +283,37 @@ def _ceil(a: int, b: int) -> int:
 
 
 def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
-    """The tuned tiled matmul (chapter 3) on blocks of rows shared among threads; the epilogue, if fused,
-    runs on each block right after the product is written."""
+    """A plain Python function calling the tuned tiled matmul (chapter 3) on strided views of the flat arrays,
+    `teenygrad.kernels.matmul_views` (compiled once for every shape, not once per generated kernel), on blocks
+    of rows shared among threads. An epilogue, if fused, is a loop kernel of its own (`epilogue`)."""
     mm = kern.items[0].node
     a, b = mm.srcs
     *batch, m, k = a.shape
     n = b.shape[-1]
     nbatch = int(np.prod(batch, dtype=np.int64))
     parallel = nbatch * m * n * k // 4 >= jit.PARALLEL_MIN_WORK and nbatch * m > MR
-    # one block of rows per thread, as matmul_parallel (each block packs all of B again)
+    # one block of rows per thread, as matmul_parallel (each block packs B)
     blocks = max(1, min(_ceil(m, MR), _ceil(num_threads(), nbatch))) if parallel else 1
     step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
     blocks = _ceil(m, step) if m else 0
-    args = _slots_of(kern, sched)
-    _open(name, args, parallel, nbatch * blocks, src, "t")
-    size = np.dtype(mm.dtype).itemsize
-    for var, op in (("A", a), ("B", b)):
+    lead = (1,) * (2 - len(batch)) + tuple(batch)   # two batch axes, the missing ones of size 1
+    views = []
+    for op in (a, b):
         v: View = op.arg
-        strides = tuple(s * size for s in v.strides)
-        src.line(f"{var} = np.lib.stride_tricks.as_strided({slot_name(sched.slots[id(op.srcs[0])])}[{v.offset}:], "
-                 f"shape={v.shape}, strides={strides})")
-    out = View.contiguous(mm.shape)
-    src.line(f"C = np.lib.stride_tricks.as_strided({slot_name(sched.slots[id(mm)])}, shape={mm.shape}, "
-             f"strides={tuple(s * size for s in out.strides)})")
-    names = [f"i{d}" for d in range(len(mm.shape))]
-    src.line(f"bt = t // {blocks}")
-    src.line(f"lo = (t % {blocks}) * {step}")
-    src.line(f"hi = min(lo + {step}, {m})")
-    _unravel(src, list(range(len(batch))), mm.shape, names, "bt")
-    at = "".join(f"{names[d]}, " for d in range(len(batch)))
-    src.line(f"matmul_tiled(A[{at}lo:hi], B[{at[:-2] if at else ':'}], C[{at}lo:hi])" if batch else
-             "matmul_tiled(A[lo:hi], B, C[lo:hi])")
-    if len(kern.items) == 2:
-        epi = kern.items[1]
-        rows, cols = names[-2], names[-1]
-        src.line(f"for {rows} in range(lo, hi):")
-        src.line(f"    for {cols} in range({n}):")
-        src.depth += 2
-        v = _Expr(src, sched, names, {})(epi.expr)
-        src.line(f"{slot_name(sched.slots[id(epi.node)])}[u({_index(out, names)})] = {v}")
+        strides = (0,) * (2 - len(batch)) + tuple(v.strides)
+        views.append(f"{slot_name(sched.slots[id(op.srcs[0])])}, {v.offset}, {strides}")
+    args = [slot_name(sched.slots[id(n_)]) for n_ in (a.srcs[0], b.srcs[0], mm)]
+    args = list(dict.fromkeys(args))
+    src.line(f"def {name}({', '.join(args)}):")
+    src.line(f"    matmul_views{'_parallel' if parallel else ''}({views[0]}, {views[1]}, "
+             f"{slot_name(sched.slots[id(mm)])}, {(*lead, m, k, n)}, {blocks}, {step})")
     return args
+
+
+def epilogue(kern: Kernel) -> Kernel:
+    """A matmul's fused epilogue (bias + GELU) as a loop kernel over the product's shape, run right after it."""
+    epi, shape = kern.items[1], kern.items[0].node.shape
+    return Kernel(LOOP, [Item(epi.node, LOOP, epi.expr, shape, (len(shape) - 1,) if shape else (), epi.leaves)])
 
 
 def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
@@ -356,14 +348,16 @@ def generate(sched: Schedule) -> str:
     in order."""
     consts: dict[str, str] = {}
     functions: dict[str, str] = {}   # canonical source (with the name KNAME) -> function name
-    calls: list[tuple[str, list[str]]] = []   # (function, its arrays) in order
-    for kern in sched.kernels:
+    calls: list[tuple[str, list[str], int]] = []   # (function, its arrays, kernel number) in order
+    parts = [(i, k) for i, kern in enumerate(sched.kernels)  # a matmul with an epilogue: two functions
+             for k in ([kern, epilogue(kern)] if kern.kind == MATMUL and len(kern.items) == 2 else [kern])]
+    for i, kern in parts:
         make = {LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]
         body = _Source(consts)
         args = make("KNAME", kern, sched, body)
         text = _canonical(body.lines, args)
-        calls.append((functions.setdefault(text, f"k{len(functions)}"), args))
-    lines = [f"{name}({', '.join(args)})" for name, args in calls]
+        calls.append((functions.setdefault(text, f"k{len(functions)}"), args, i))
+    lines = [f"{name}({', '.join(args)})" for name, args, _ in calls]
     for source, target in sched.copies:  # assigns that could not be written in place
         lines.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
     params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
@@ -372,10 +366,11 @@ def generate(sched: Schedule) -> str:
             "from teenygrad.kernels.elementwise import tanh32, u",
             "from teenygrad.kernels.fused import exp32",
             "from teenygrad.kernels.jit import kernel, prange",
-            "from teenygrad.kernels.matmul import matmul_tiled", ""]
+            "from teenygrad.kernels.matmul_views import matmul_views, matmul_views_parallel", ""]
     head += [f"{name} = {text}" for text, name in sorted(consts.items(), key=lambda kv: kv[1])] + ["", ""]
     body = [text.replace("KNAME", name) + "\n\n" for text, name in functions.items()]
-    steps = ["# the kernels run calls, with the names of their arrays (for Program.profile)", "STEPS = ["]
-    steps += [f"    ({name}, {tuple(args)})," for name, args in calls] + ["]", "", ""]
+    steps = ["# the functions run calls, the names of their arrays, their kernel in the schedule (for Program.profile)",
+             "STEPS = ["]
+    steps += [f"    ({name}, {tuple(args)}, {i})," for name, args, i in calls] + ["]", "", ""]
     run = [f"def run({', '.join(params)}):"] + [f"    {line}" for line in lines or ["pass"]]
     return "\n".join(head + body + steps + run) + "\n"

@@ -197,8 +197,16 @@ def fold_views(graph: Graph) -> Graph:
     # An elementwise result a matmul reads (through movement ops: the heads of q, k, v) is stored once, where
     # it is computed, and the matmul reads it as a strided view; pushing the views down instead would
     # recompute it in one copy kernel per consumer.
-    store_first = set()
+    # So is a scalar computed from stored values that several nodes read (the gradient's clipping factor, read
+    # by every parameter's update): stored once, rather than its whole expression (a sum over every gradient's
+    # sum of squares) recomputed inside each reader.
+    store_first, readers = set(), {}
     for n in graph.nodes():
+        for s in n.srcs:
+            readers[id(s)] = readers.get(id(s), 0) + 1
+    for n in graph.nodes():
+        if n.op in ELEMENTWISE and n.size == 1 and readers.get(id(n), 0) > 1:
+            store_first.add(id(n))
         if n.op == "matmul":
             for s in n.srcs:
                 while s.op in ir.MOVEMENT:

@@ -9,8 +9,9 @@ Each stored node becomes an `Item`; consecutive items are fused into one `Kernel
   - a reduction's consumers (softmax: max, then sum of exp(x - max), then exp(x - max) / sum) share its
     outer loop when they read it only "along the row" (a view with stride 0 on the reduced axes): the
     reduced value is then a local variable, and is written to memory only when someone outside needs it;
-  - a matmul's epilogue (bias + GELU) runs on each block of rows right after the matmul wrote it, while it
-    is still in cache, and writes in place when nothing else reads the raw product.
+  - a matmul's epilogue (bias + GELU) is one pass over the product right after the matmul, which writes in
+    place when nothing else reads the raw product (the matmul itself is chapter 3's tiled kernel, compiled
+    once: generating it into every kernel cost seconds of numba compile per product).
 Buffer planning then gives every intermediate a slot of scratch memory, reusing a slot once the last kernel
 that reads its previous tenant is done; `assign`s write straight into the parameter when that is safe.
 

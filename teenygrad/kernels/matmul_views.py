@@ -1,0 +1,57 @@
+"""The compiler's matmul (chapter 10): chapter 3's tiled kernel on strided views of flat arrays, compiled once.
+
+A generated program (`teenygrad.codegen`) keeps every array flat and reads operands through views (an offset and
+one stride per axis). Its matmuls call these two kernels from the program's Python driver, with the views'
+numbers as arguments, rather than generating a function that calls `matmul_tiled`: numba would compile and
+optimise the whole tiled kernel again inside each generated function (seconds each, for every product of a
+step), where these are compiled once, for all shapes, and cached with the package.
+
+Operands have four axes, (b0, b1, m, k) @ (b0, b1, k, n) -> (b0, b1, m, n) (a plain product has b0 = b1 = 1;
+strides are in elements). The work is cut into b0 * b1 * blocks tasks, each one block of `step` rows of one
+product, as `matmul_parallel` cuts a product by rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from teenygrad.kernels.jit import kernel, prange
+from teenygrad.kernels.matmul import matmul_tiled
+
+
+@kernel
+def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape):
+    """The operands and the product as 4-d arrays (strides in bytes for as_strided)."""
+    b0, b1, m, k, n = shape
+    size = a.itemsize
+    A = np.lib.stride_tricks.as_strided(a[a_offset:], shape=(b0, b1, m, k), strides=(
+        a_strides[0] * size, a_strides[1] * size, a_strides[2] * size, a_strides[3] * size))
+    B = np.lib.stride_tricks.as_strided(b[b_offset:], shape=(b0, b1, k, n), strides=(
+        b_strides[0] * size, b_strides[1] * size, b_strides[2] * size, b_strides[3] * size))
+    return A, B, c[:b0 * b1 * m * n].reshape((b0, b1, m, n))
+
+
+@kernel
+def _block(A, B, C, t, blocks, step):
+    """Task t: rows lo..hi of one product of the batch."""
+    bt = t // blocks
+    lo = (t % blocks) * step
+    hi = min(lo + step, A.shape[2])
+    i0, i1 = bt // A.shape[1], bt % A.shape[1]
+    if hi > lo:
+        matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
+
+
+@kernel
+def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step):
+    """c[:size] = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n)."""
+    A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
+    for t in range(shape[0] * shape[1] * blocks):
+        _block(A, B, C, t, blocks, step)
+
+
+@kernel(parallel=True)
+def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step):
+    """`matmul_views` with its tasks shared among threads."""
+    A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
+    for t in prange(shape[0] * shape[1] * blocks):
+        _block(A, B, C, t, blocks, step)
