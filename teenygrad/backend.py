@@ -34,6 +34,7 @@ import numpy as np
 from teenygrad import ir
 from teenygrad.codegen import generate, slot_name
 from teenygrad.kernels.jit import JIT_ENABLED
+from teenygrad.kernels.parallel_for import address_of, parallel_for
 from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
 from teenygrad.schedule import Schedule, kernel_cost, schedule, tree
 
@@ -89,45 +90,62 @@ def _load(source: str) -> tuple[object, Path]:
 _WORKER = """
 import importlib.util, json, sys
 import numba, numpy as np
+from teenygrad.backend import compile_jobs
 name, path, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 spec = importlib.util.spec_from_file_location(name, path)
 module = importlib.util.module_from_spec(spec)
 sys.modules[name] = module
 spec.loader.exec_module(module)
-for fn, dtypes in jobs:
-    getattr(module, fn).compile(tuple(numba.typeof(np.empty(1, d)) for d in dtypes))
+compile_jobs(module, jobs)
 """
 
 
+def _types(dtypes: list[str]) -> tuple:
+    return tuple(numba.typeof(np.empty(1, d)) for d in dtypes)
+
+
+def compile_jobs(module: object, jobs: list[tuple[str, list[str]]]) -> None:
+    """Compile each (function, its arrays' dtypes) of a generated module: a loop kernel for its arrays and its
+    rows first..last, and `parallel_for` for a tuple of arrays it passes."""
+    for name, dtypes in jobs:
+        if name == "parallel_for":
+            parallel_for.compile((numba.int64, numba.types.Tuple(_types(dtypes)), numba.int64, numba.int64))
+        else:
+            getattr(module, name).compile(_types(dtypes) + (numba.int64, numba.int64))
+
+
 def compile_kernels(module: object, path: Path, sched: Schedule) -> None:
-    """Compile the generated kernels now, for the arrays the program passes them (flat, C-contiguous).
-    numba compiles one function at a time in a process; with a cold cache and more than one core, other
-    processes compile a share of the kernels at the same time, and this one then loads their machine code
-    from numba's disk cache (a worker that fails only leaves its share to this process)."""
-    if not JIT_ENABLED:
-        return
+    """Compile the generated kernels now, for the arrays the program passes them (flat, C-contiguous), and fill
+    the module's ADDRESS table for `parallel_for`. numba compiles one function at a time in a process; with a
+    cold cache and more than one core, other processes compile a share of the kernels at the same time, and
+    this one then loads their machine code from numba's disk cache (a worker that fails only leaves its share
+    to this process)."""
     dtypes = {**{f"in{i}": str(b.dtype) for i, b in enumerate(sched.inputs)},
               **{f"out{i}": str(n.dtype) for i, n in enumerate(sched.outputs)},
               **{f"s{i}": str(d) for i, (d, _) in enumerate(sched.scratch)}}
-    jobs = list({fn.__name__: [dtypes[n] for n in names] for fn, names, _ in module.STEPS
-                 if hasattr(fn, "compile")}.items())
-    digest = path.stem.split("_")[-1]
-    cold = not any((path.parent / "__pycache__").glob(f"*{digest}*.nbi"))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = min(cores, 4) if cold and len(jobs) >= 8 else 1
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, module.__name__, str(path), json.dumps(jobs[w::workers])],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(1, workers)]
-    theirs = [job for w in range(1, workers) for job in jobs[w::workers]]
-    try:
-        for name, types in jobs[::workers]:
-            getattr(module, name).compile(tuple(numba.typeof(np.empty(1, d)) for d in types))
-        for p in procs:
-            p.wait()
-    finally:
-        for p in procs:
-            p.kill()
-    for name, types in theirs:  # from the cache now
-        getattr(module, name).compile(tuple(numba.typeof(np.empty(1, d)) for d in types))
+    kernels = {fn.__name__: [dtypes[n] for n in names] for fn, names, _, rows, _ in module.STEPS if rows is not None}
+    if JIT_ENABLED:
+        drivers = {("parallel_for", tuple(dtypes[n] for n in names))
+                   for fn, names, _, rows, chunks in module.STEPS if chunks}
+        jobs = [*kernels.items(), *((name, list(types)) for name, types in sorted(drivers))]
+        digest = path.stem.split("_")[-1]
+        cold = not any((path.parent / "__pycache__").glob(f"*{digest}*.nbi"))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = min(cores, 4) if cold and len(jobs) >= 8 else 1
+        procs = [subprocess.Popen([sys.executable, "-c", _WORKER, module.__name__, str(path),
+                                   json.dumps(jobs[w::workers])],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(1, workers)]
+        try:
+            compile_jobs(module, jobs[::workers])
+            for p in procs:
+                p.wait()
+        finally:
+            for p in procs:
+                p.kill()
+        compile_jobs(module, [job for w in range(1, workers) for job in jobs[w::workers]])  # from the cache now
+    for name, types in kernels.items():
+        fn = getattr(module, name)
+        module.ADDRESS[name] = address_of(fn, _types(types) + (numba.int64, numba.int64)) if JIT_ENABLED else fn
 
 
 class Program:
@@ -178,12 +196,18 @@ class Program:
         env.update({f"out{i}": np.empty(n.size, n.dtype) for i, n in enumerate(self.outputs)})
         env.update({f"s{i}": a for i, a in enumerate(self._scratch)})
         times = [0.0] * len(self.schedule.kernels)
-        for fn, names, k in sys.modules[self._run.__module__].STEPS:  # a kernel may be two functions
-            args = [env[n] for n in names]
+        module = sys.modules[self._run.__module__]
+        for fn, names, k, rows, chunks in module.STEPS:  # a kernel may be two functions
+            args = tuple(env[n] for n in names)
             best = float("inf")
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                fn(*args)
+                if rows is None:
+                    fn(*args)
+                elif chunks:
+                    parallel_for(module.ADDRESS[fn.__name__], args, rows, chunks)
+                else:
+                    fn(*args, 0, rows)
                 best = min(best, time.perf_counter() - t0)
             times[k] += best
         return times

@@ -10,11 +10,11 @@ The generated code is the loops chapter 9 wrote by hand, written by a program in
             acc += np.exp(t0 - r5)
         ...
 
-(a serial body over rows first..last; when the work pays, a driver shares chunks of rows among threads with
-prange), every elementwise op one line of straight-line code (SSA: one variable per node), constants module-level
-globals of the graph's dtype (a bare Python `0.5` would make numba compute a float32 graph in float64).
-Shapes and strides are literals in the source, so LLVM folds the index arithmetic and vectorises the inner
-loop. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
+(a serial function over rows first..last; when the work pays, `run` hands it to `parallel_for`, one compiled
+driver for all kernels, which shares chunks of the rows among threads), every elementwise op one line of
+straight-line code (SSA: one variable per node), constants module-level globals of the graph's dtype (a bare
+Python `0.5` would make numba compute a float32 graph in float64). Shapes and strides are literals in the
+source, so LLVM folds the index arithmetic and vectorises the inner loop; only the rows' bounds are arguments. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
 call into machine code, but numba then links every kernel into it again: measured, a third more compile
 time for a few microseconds a kernel saved.) Kernels that differ only in the arrays they touch (a layer
 repeated) are generated once. A matmul is a call of chapter 3's tiled kernel on views of the flat arrays
@@ -169,28 +169,19 @@ def _work(kern: Kernel) -> int:
     return cost
 
 
-def _header(name: str, args: list[str], parallel: bool, src: _Source) -> None:
-    src.line(f"@kernel(parallel={parallel}, fastmath={FASTMATH}, numpy_errors=True)")
+def _header(name: str, args: list[str], src: _Source) -> None:
+    src.line(f"@kernel(fastmath={FASTMATH}, numpy_errors=True)")
     src.line(f"def {name}({', '.join(args)}):")
     src.depth += 1
 
 
-def _open(name: str, args: list[str], parallel: bool, n: int, src: _Source, var: str = "o") -> None:
-    """Start a kernel whose outer loop runs `var` over range(n). A parallel kernel is a serial body over
-    first..last and a driver sharing out chunks of the range among threads (as the hand kernels are written):
-    numba compiles a prange whose body only calls a function several times faster than one around loops."""
-    if parallel:
-        chunks = min(n, CHUNKS)
-        _header(name, args, True, src)
-        src.line(f"for c in prange({chunks}):")
-        src.line(f"    {name}_body({''.join(a + ', ' for a in args)}c * {n} // {chunks}, (c + 1) * {n} // {chunks})")
-        src.lines += ["", ""]
-        src.depth = 0
-        _header(f"{name}_body", [*args, "first", "last"], False, src)
-        src.line(f"for {var} in range(first, last):")
-    else:
-        _header(name, args, False, src)
-        src.line(f"for {var} in range({n}):")
+def _open(name: str, args: list[str], src: _Source, var: str = "o") -> None:
+    """Start a kernel: a serial function over rows first..last of its outer loop. `run` calls it on all rows,
+    or, when the work pays, hands it to `parallel_for` (teenygrad.kernels.parallel_for), which shares chunks of
+    the rows among threads. The bounds are arguments, not literals, on purpose: with every trip count of a loop
+    nest a constant, LLVM unrolls the nest and compiles for seconds (measured: 17 s for a three-line copy)."""
+    _header(name, [*args, "first", "last"], src)
+    src.line(f"for {var} in range(first, last):")
     src.depth += 1
 
 
@@ -203,7 +194,10 @@ def _slots_of(kern: Kernel, sched: Schedule) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
+Call = tuple[list[str], int | None, int]  # a kernel's arrays, the rows run calls it on (None: no rows), threads' chunks
+
+
+def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     """A fused loop: outer loop over rows, then for each item an inner loop (a reduction or a store)."""
     shape, inner = kern.shape, list(kern.inner)
     names = [f"i{d}" for d in range(len(shape))]
@@ -213,7 +207,7 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
     if len(kern.items) == 1 and kern.items[0].node.op in ir.REDUCE and outer and outer[-1] == len(shape) - 1:
         return column_kernel(name, kern, sched, src, outer, n_outer, parallel)
     args = _slots_of(kern, sched)
-    _open(name, args, parallel, n_outer, src)
+    _open(name, args, src)
     _unravel(src, outer, shape, names, "o")
     local: dict[int, str] = {}
     for it in kern.items:
@@ -241,11 +235,11 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[
             v = expr(it.expr)
             src.line(f"{slot_name(sched.slots[id(n)])}[u({_index(View.contiguous(shape), names)})] = {v}")
             src.depth = base
-    return args
+    return args, n_outer, min(n_outer, CHUNKS) if parallel else 0
 
 
 def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer: list[int], n_outer: int,
-                  parallel: bool) -> list[str]:
+                  parallel: bool) -> Call:
     """A reduction over leading axes (a bias's gradient: the sum over rows of (R, C)). Walking down each
     column would touch a new cache line per element; instead each chunk of columns keeps a row of
     accumulators and the rows stream past it in memory order."""
@@ -254,7 +248,7 @@ def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer:
     chunks = min(n_outer, 16) if parallel else 1
     acc_dtype = "np.float64" if n.op == "sum" and n.dtype.startswith("float") else _CAST.get(n.dtype, "np.bool_")
     args = _slots_of(kern, sched)
-    _open(name, args, parallel, chunks, src, "ch")
+    _open(name, args, src, "ch")
     src.line(f"lo = ch * {n_outer} // {chunks}")
     src.line(f"hi = (ch + 1) * {n_outer} // {chunks}")
     init = _init(n) if n.op == "sum" or n.dtype != "float32" else src.const(float("-inf"), "float32")
@@ -269,7 +263,7 @@ def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer:
     src.line("for o in range(lo, hi):")
     cast = "acc[o - lo] != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}(acc[o - lo])"
     src.line(f"    {slot_name(sched.slots[id(n)])}[u(o)] = {cast}")
-    return args
+    return args, chunks, chunks if parallel else 0
 
 
 def _init(n: Node) -> str:
@@ -282,7 +276,7 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
+def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     """A plain Python function calling the tuned tiled matmul (chapter 3) on strided views of the flat arrays,
     `teenygrad.kernels.matmul_views` (compiled once for every shape, not once per generated kernel), on blocks
     of rows shared among threads. An epilogue, if fused, is a loop kernel of its own (`epilogue`)."""
@@ -307,7 +301,7 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> lis
     src.line(f"def {name}({', '.join(args)}):")
     src.line(f"    matmul_views{'_parallel' if parallel else ''}({views[0]}, {views[1]}, "
              f"{slot_name(sched.slots[id(mm)])}, {(*lead, m, k, n)}, {blocks}, {step})")
-    return args
+    return args, None, 0
 
 
 def epilogue(kern: Kernel) -> Kernel:
@@ -316,16 +310,23 @@ def epilogue(kern: Kernel) -> Kernel:
     return Kernel(LOOP, [Item(epi.node, LOOP, epi.expr, shape, (len(shape) - 1,) if shape else (), epi.leaves)])
 
 
-def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[str]:
-    """Join along an axis: each operand (an expression) is stored into its slice of the output."""
+def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
+    """Join along an axis: each operand (an expression) is stored into its slice of the output. `run` calls it
+    with first, last = 0, 1: each operand's loop over its rows runs from first * rows to last * rows (a bound
+    LLVM can't see, as in `_open`)."""
     node = kern.items[0].node
     args = _slots_of(kern, sched)
-    _header(name, args, False, src)
+    _header(name, [*args, "first", "last"], src)
     out, start = View.contiguous(node.shape), 0
     for part in node.srcs:
         names = [f"i{d}" for d in range(len(part.shape))]
         base = src.depth
-        _loops(src, list(range(len(part.shape))), part.shape, names)
+        outer = list(range(len(part.shape) - 1))
+        rows = int(np.prod(part.shape[:-1], dtype=np.int64))
+        src.line(f"for o in range(first * {rows}, last * {rows}):")
+        src.depth += 1
+        _unravel(src, outer, part.shape, names, "o")
+        _loops(src, [len(part.shape) - 1], part.shape, names)
         v = _Expr(src, sched, names, {})(part)
         target = View(part.shape, out.strides, start * out.strides[node.arg])
         src.line(f"{slot_name(sched.slots[id(node)])}[u({_index(target, names)})] = {v}")
@@ -333,7 +334,7 @@ def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> list[s
         start += part.shape[node.arg]
     if not node.srcs or all(p.size == 0 for p in node.srcs):
         src.line("pass")
-    return args
+    return args, 1, 0
 
 
 def _canonical(lines: list[str], args: list[str]) -> str:
@@ -343,21 +344,31 @@ def _canonical(lines: list[str], args: list[str]) -> str:
     return re.sub(r"\b(?:in|out|s)\d+\b", lambda m: rename[m.group(0)], "\n".join(lines))
 
 
+def _call(name: str, args: list[str], rows: int | None, chunks: int) -> str:
+    """How `run` calls a kernel: a matmul's driver with its arrays; a loop kernel on all its rows, or on
+    `chunks` slices of them shared among threads (`parallel_for` takes the kernel's address, ADDRESS[name])."""
+    if rows is None:
+        return f"{name}({', '.join(args)})"
+    if chunks:
+        return f"parallel_for(ADDRESS[{name!r}], ({''.join(a + ', ' for a in args)}), {rows}, {chunks})"
+    return f"{name}({''.join(a + ', ' for a in args)}0, {rows})"
+
+
 def generate(sched: Schedule) -> str:
     """The whole module: imports, constants, one function per distinct kernel, and `run`, which calls them
-    in order."""
+    in order. The program fills ADDRESS once the kernels are compiled (`backend.compile_kernels`)."""
     consts: dict[str, str] = {}
     functions: dict[str, str] = {}   # canonical source (with the name KNAME) -> function name
-    calls: list[tuple[str, list[str], int]] = []   # (function, its arrays, kernel number) in order
+    calls: list[tuple[str, list[str], int, int | None, int]] = []  # (function, arrays, kernel, rows, chunks)
     parts = [(i, k) for i, kern in enumerate(sched.kernels)  # a matmul with an epilogue: two functions
              for k in ([kern, epilogue(kern)] if kern.kind == MATMUL and len(kern.items) == 2 else [kern])]
     for i, kern in parts:
         make = {LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]
         body = _Source(consts)
-        args = make("KNAME", kern, sched, body)
+        args, rows, chunks = make("KNAME", kern, sched, body)
         text = _canonical(body.lines, args)
-        calls.append((functions.setdefault(text, f"k{len(functions)}"), args, i))
-    lines = [f"{name}({', '.join(args)})" for name, args, _ in calls]
+        calls.append((functions.setdefault(text, f"k{len(functions)}"), args, i, rows, chunks))
+    lines = [_call(name, args, rows, chunks) for name, args, _, rows, chunks in calls]
     for source, target in sched.copies:  # assigns that could not be written in place
         lines.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
     params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
@@ -365,12 +376,14 @@ def generate(sched: Schedule) -> str:
     head = ["import numpy as np", "",
             "from teenygrad.kernels.elementwise import tanh32, u",
             "from teenygrad.kernels.fused import exp32",
-            "from teenygrad.kernels.jit import kernel, prange",
-            "from teenygrad.kernels.matmul_views import matmul_views, matmul_views_parallel", ""]
+            "from teenygrad.kernels.jit import kernel",
+            "from teenygrad.kernels.matmul_views import matmul_views, matmul_views_parallel",
+            "from teenygrad.kernels.parallel_for import parallel_for", ""]
     head += [f"{name} = {text}" for text, name in sorted(consts.items(), key=lambda kv: kv[1])] + ["", ""]
     body = [text.replace("KNAME", name) + "\n\n" for text, name in functions.items()]
-    steps = ["# the functions run calls, the names of their arrays, their kernel in the schedule (for Program.profile)",
+    steps = ["# what run calls, in order: (function, its arrays, its kernel in the schedule, rows, threads' chunks)",
              "STEPS = ["]
-    steps += [f"    ({name}, {tuple(args)}, {i})," for name, args, i in calls] + ["]", "", ""]
+    steps += [f"    ({call[0]}, {tuple(call[1])}, {', '.join(map(str, call[2:]))})," for call in calls]
+    steps += ["]", "ADDRESS: dict = {}  # kernel name -> its machine code's address, for parallel_for", "", ""]
     run = [f"def run({', '.join(params)}):"] + [f"    {line}" for line in lines or ["pass"]]
     return "\n".join(head + body + steps + run) + "\n"
