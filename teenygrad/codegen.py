@@ -14,7 +14,8 @@ The generated code is the loops chapter 9 wrote by hand, written by a program in
 driver for all kernels, which shares chunks of the rows among threads), every elementwise op one line of
 straight-line code (SSA: one variable per node), constants module-level globals of the graph's dtype (a bare
 Python `0.5` would make numba compute a float32 graph in float64). Shapes and strides are literals in the
-source, so LLVM folds the index arithmetic and vectorises the inner loop; only the rows' bounds are arguments. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
+source, so LLVM folds the index arithmetic and vectorises the inner loop; only the rows' bounds are arguments.
+A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step one
 call into machine code, but numba then links every kernel into it again: measured, a third more compile
 time for a few microseconds a kernel saved.) Kernels that differ only in the arrays they touch (a layer
 repeated) are generated once. A matmul is a call of chapter 3's tiled kernel on views of the flat arrays
