@@ -37,7 +37,7 @@ from teenygrad import ir
 from teenygrad.ir import Node
 from teenygrad.kernels import jit
 from teenygrad.kernels.jit import CHUNKS, num_threads
-from teenygrad.kernels.matmul import MR
+from teenygrad.kernels.matmul import MR, NR
 from teenygrad.passes import ELEMENTWISE, View
 from teenygrad.schedule import CAT, LOOP, MATMUL, Item, Kernel, Schedule, Slot, tree
 
@@ -286,11 +286,14 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
     *batch, m, k = a.shape
     n = b.shape[-1]
     nbatch = int(np.prod(batch, dtype=np.int64))
-    parallel = nbatch * m * n * k // 4 >= jit.PARALLEL_MIN_WORK and nbatch * m > MR
-    # one block of rows per thread, as matmul_parallel (each block packs B)
-    blocks = max(1, min(_ceil(m, MR), _ceil(num_threads(), nbatch))) if parallel else 1
-    step = _ceil(_ceil(m, blocks), MR) * MR if m else 1
-    blocks = _ceil(m, step) if m else 0
+    parallel = nbatch * m * n * k // 4 >= jit.PARALLEL_MIN_WORK and nbatch * max(m, n) > MR
+    # one block per thread, as matmul_parallel: of rows (each block packs all of B), or, for a single product
+    # wider than tall, of columns (each packs only its columns of B)
+    by_rows = nbatch > 1 or m >= n
+    side, tile = (m, MR) if by_rows else (n, NR)
+    blocks = max(1, min(_ceil(side, tile), _ceil(num_threads(), nbatch))) if parallel else 1
+    step = _ceil(_ceil(side, blocks), tile) * tile if side else 1
+    blocks = _ceil(side, step) if side else 0
     lead = (1,) * (2 - len(batch)) + tuple(batch)   # two batch axes, the missing ones of size 1
     views = []
     for op in (a, b):
@@ -301,7 +304,7 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
     args = list(dict.fromkeys(args))
     src.line(f"def {name}({', '.join(args)}):")
     src.line(f"    matmul_views{'_parallel' if parallel else ''}({views[0]}, {views[1]}, "
-             f"{slot_name(sched.slots[id(mm)])}, {(*lead, m, k, n)}, {blocks}, {step})")
+             f"{slot_name(sched.slots[id(mm)])}, {(*lead, m, k, n)}, {blocks}, {step}, {by_rows})")
     return args, None, 0
 
 

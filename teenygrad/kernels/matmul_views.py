@@ -8,7 +8,8 @@ step), where these are compiled once, for all shapes, and cached with the packag
 
 Operands have four axes, (b0, b1, m, k) @ (b0, b1, k, n) -> (b0, b1, m, n) (a plain product has b0 = b1 = 1;
 strides are in elements). The work is cut into b0 * b1 * blocks tasks, each one block of `step` rows of one
-product, as `matmul_parallel` cuts a product by rows.
+product, or `step` columns when a single product is wider than tall: as `matmul_parallel` cuts a product, so
+each thread packs only its own columns of B.
 """
 from __future__ import annotations
 
@@ -31,27 +32,32 @@ def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape):
 
 
 @kernel
-def _block(A, B, C, t, blocks, step):
-    """Task t: rows lo..hi of one product of the batch."""
+def _block(A, B, C, t, blocks, step, by_rows):
+    """Task t: rows (or, by_rows false, columns) lo..hi of one product of the batch."""
     bt = t // blocks
     lo = (t % blocks) * step
-    hi = min(lo + step, A.shape[2])
     i0, i1 = bt // A.shape[1], bt % A.shape[1]
-    if hi > lo:
-        matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
+    if by_rows:
+        hi = min(lo + step, A.shape[2])
+        if hi > lo:
+            matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
+    else:
+        hi = min(lo + step, B.shape[3])
+        if hi > lo:
+            matmul_tiled(A[i0, i1], B[i0, i1, :, lo:hi], C[i0, i1, :, lo:hi])
 
 
 @kernel
-def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step):
+def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step, by_rows):
     """c[:size] = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n)."""
     A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
     for t in range(shape[0] * shape[1] * blocks):
-        _block(A, B, C, t, blocks, step)
+        _block(A, B, C, t, blocks, step, by_rows)
 
 
 @kernel(parallel=True)
-def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step):
+def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step, by_rows):
     """`matmul_views` with its tasks shared among threads."""
     A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
     for t in prange(shape[0] * shape[1] * blocks):
-        _block(A, B, C, t, blocks, step)
+        _block(A, B, C, t, blocks, step, by_rows)
