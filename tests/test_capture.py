@@ -99,14 +99,15 @@ class NamesMLP(nn.Module):
         return self.out(self.hidden(e.reshape(len(X), -1)).tanh())
 
 
-@pytest.mark.parametrize("dtype", [tg.float64, tg.float32])
-def test_chapter8_names_mlp_step_compiled_equals_eager(dtype):
+@pytest.mark.parametrize("dtype, backend", [(tg.float64, "reference"), (tg.float32, "reference"),
+                                            (tg.float64, "numba")])
+def test_chapter8_names_mlp_step_compiled_equals_eager(dtype, backend):
     from teenygrad.text import Vocab, windows
     words = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "harper"]
     X, Y = windows(words, Vocab.build(words), 3)
     rng = np.random.default_rng(0)
     batches = [(tg.tensor(X[b]), tg.tensor(Y[b])) for b in (rng.integers(0, len(X), 16) for _ in range(4))]
-    compare_training(NamesMLP, lambda ps: optim.Adam(ps, lr=0.01), batches, dtype, schedule=True)
+    compare_training(NamesMLP, lambda ps: optim.Adam(ps, lr=0.01), batches, dtype, schedule=True, backend=backend)
 
 
 GPT_CFGS = {"shakespeare": GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16),
@@ -114,11 +115,12 @@ GPT_CFGS = {"shakespeare": GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_h
                                norm_weights=False, act="relu", bias=False, tie_weights=False)}
 
 
-# compiled by the back end too (numba compiles its kernels once, cold: about a minute for these three), the largest
-# config in both precisions; the capture alone (the reference program) in every config and precision
+# compiled by the back end too (numba compiles their kernels once: about 15 s each, cold), both configs; the
+# capture alone (the reference program) in every config and precision
 @pytest.mark.parametrize("dtype, cfg, backend", [(d, c, "reference") for d in (tg.float64, tg.float32)
                                                  for c in sorted(GPT_CFGS)]
-                         + [(tg.float64, "shakespeare", "numba"), (tg.float32, "shakespeare", "numba")])
+                         + [(tg.float64, "shakespeare", "numba"), (tg.float32, "shakespeare", "numba"),
+                            (tg.float32, "names", "numba")])
 def test_chapter9_gpt_step_compiled_equals_eager(dtype, cfg, backend):
     def make():
         tg.manual_seed(3)
@@ -127,6 +129,53 @@ def test_chapter9_gpt_step_compiled_equals_eager(dtype, cfg, backend):
     batches = [(tg.tensor(rng.integers(0, 11, (2, 8))), tg.tensor(rng.integers(0, 11, (2, 8)))) for _ in range(3)]
     compare_training(make, lambda ps: optim.AdamW(ps, lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1), batches, dtype,
                      clip=0.05 if cfg == "shakespeare" else None, backend=backend)  # small: the clipping does scale
+
+
+@pytest.mark.parametrize("backend", ["reference", "numba"])
+def test_chapter4_logistic_regression_with_its_hand_written_gradient(backend):
+    """Chapter 4's classifier: sigmoid of a linear score, the gradient of the mean log loss written by hand
+    (no autograd), a gradient-descent update of w and b in place; several steps, compiled equals eager."""
+    rng = np.random.default_rng(9)
+    X, y = tg.tensor(rng.standard_normal((40, 7))), tg.tensor((rng.random(40) < 0.5).astype(np.float64))
+    params = [[tg.zeros(7, dtype=tg.float64), tg.zeros(1, dtype=tg.float64)] for _ in range(2)]
+
+    def step(X, y, w, b, lr):
+        p = (X @ w + b).sigmoid()
+        loss = -(y * (p + 1e-12).log() + (1.0 - y) * (1.0 - p + 1e-12).log()).mean()
+        err = (p - y) / len(y)
+        w[...] = w - lr * (X.T @ err)
+        b[...] = b - lr * err.sum(0, keepdim=True)
+        return loss
+    compiled = capture(step, backend)
+    for _ in range(4):
+        close(compiled(X, y, *params[1], 0.5).numpy(), step(X, y, *params[0], 0.5).numpy(), tg.float64)
+        for a, b in zip(*params):
+            close(b.numpy(), a.numpy(), tg.float64)
+
+
+@pytest.mark.parametrize("backend", ["reference", "numba"])
+def test_chapter6_softmax_regression_trained_by_autograd(backend):
+    """Chapter 6's model: logits = X W + b, cross-entropy, backward, an SGD update under no_grad."""
+    rng = np.random.default_rng(10)
+    X, y = tg.tensor(rng.standard_normal((30, 5))), tg.tensor(rng.integers(0, 3, 30))
+    w0, b0 = rng.standard_normal((5, 3)) * 0.1, np.zeros(3)
+    params = [[tg.tensor(w0).requires_grad_(), tg.tensor(b0).requires_grad_()] for _ in range(2)]
+
+    def step(X, y, params):
+        loss = tg.cross_entropy(X @ params[0] + params[1], y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with tg.no_grad():
+            for p in params:
+                p[...] = p - 0.3 * p.grad
+        return loss
+    compiled = capture(step, backend)
+    for _ in range(4):
+        close(compiled(X, y, params[1]).numpy(), step(X, y, params[0]).numpy(), tg.float64)
+        for a, b in zip(*params):
+            close(b.numpy(), a.numpy(), tg.float64)
+            close(b.grad.numpy(), a.grad.numpy(), tg.float64)
 
 
 def test_forward_only_and_the_unfused_ops_compile_too():
