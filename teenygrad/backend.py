@@ -132,8 +132,9 @@ def compile_kernels(module: object, path: Path, sched: Schedule) -> None:
         cold = not any((path.parent / "__pycache__").glob(f"*{digest}*.nbi"))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = min(cores, 4) if cold and len(jobs) >= 8 else 1
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this process's teenygrad
         procs = [subprocess.Popen([sys.executable, "-c", _WORKER, module.__name__, str(path),
-                                   json.dumps(jobs[w::workers])],
+                                   json.dumps(jobs[w::workers])], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(1, workers)]
         try:
             compile_jobs(module, jobs[::workers])
