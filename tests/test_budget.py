@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import REPO
 
 MAX_MODULE_LINES = 460
-MAX_PACKAGE_LINES = 10600  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,300)
+MAX_PACKAGE_LINES = 11000  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400)
 
 
 def modules():
