@@ -220,11 +220,18 @@ class Compiled:
         """As a decorator on a method: `model.step(x)` calls the compiled function with the model first."""
         return self if obj is None else functools.partial(self, obj)
 
+    @property
+    def program(self) -> Any:
+        """The program the last call ran (`backend.Program`: describe(), passes, source; or a ReferenceProgram)."""
+        if self._last is None:
+            raise RuntimeError("compile: the function has not been called yet")
+        return self._last.program
+
     def graph(self) -> str:
         """The last trace's graph, one node per line (`ir.format_graph`): outputs first, then the assigns."""
         if self._last is None:
             raise RuntimeError("compile: the function has not been called yet")
-        return ir.format_graph(self._last.program.outputs + self._last.program.effects)
+        return next(text for text, (program, _) in self._programs.items() if program is self._last.program)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list) -> _Entry:
         trace = Trace(getattr(self.fn, "__name__", "fn"))

@@ -59,6 +59,7 @@ def compare_training(make, make_opt, batches, dtype, clip=None, schedule=False, 
         for (name, pe), pc in zip(models[0].named_parameters(), models[1].parameters()):
             close(pc.grad.numpy(), pe.grad.numpy(), dtype, f"grad of {name} at step {i}")
             close(pc.numpy(), pe.numpy(), dtype, f"{name} after step {i}", param=True)
+    assert " assign " in compiled.graph() and compiled.program is compiled._last.program  # with either back end
     assert compiled.traces <= 2  # zero_grad first: the second call sees .grad set, the third reuses that trace
     assert len(compiled._programs) == 1  # ... and the second trace's graph is the first's: one program
     return compiled
