@@ -1,0 +1,49 @@
+"""Chapter 10 (the compiler): every figure its prose states is glued by its code, and the book build's figures
+hold what the prose says about them. The compiler itself is tested in test_capture.py and test_codegen.py."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from conftest import REPO, book_figures
+
+CHAPTER = REPO / "chapters" / "10-compiler.ipynb"
+STATED = {"ch10_cse_before", "ch10_cse_after", "ch10_softmax_kernels", "ch10_linear_kernels", "ch10_gpt_first_call",
+          "ch10_gpt_composed_kernels", "ch10_gpt_composed_mb", "ch10_gpt_eager_kernels", "ch10_gpt_eager_mb",
+          "ch10_gpt_compiled_kernels", "ch10_gpt_compiled_mb", "ch10_eager_ms", "ch10_compiled_ms",
+          "ch10_compiled_ratio", "ch10_val_loss", "ch10_train_minutes", "ch10_train_ms_per_step", "ch10_traces",
+          "ch10_chapter_minutes"}
+
+
+def test_every_figure_in_the_prose_is_glued_by_the_code():
+    nb = nbformat.read(CHAPTER, as_version=4)
+    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "".join(c.source for c in nb.cells if c.cell_type == "code")
+    used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", prose))
+    glued = set(re.findall(r'glue\("([a-z0-9_]+)"', code))
+    assert used == STATED and used <= glued
+    assert "benchmarks/compile.py" in prose and "../exercises/10-compiler.ipynb" in prose
+
+
+def test_full_run_figures(book_build):
+    """What the prose says about the figures the book build measured."""
+    fig = book_figures("10-compiler")
+    ch9 = book_figures("09-gpt")
+    assert set(fig) >= STATED
+    assert fig["ch10_cse_after"] < fig["ch10_cse_before"]                  # CSE found duplicates
+    assert fig["ch10_softmax_kernels"] == 1 and fig["ch10_linear_kernels"] == 1  # "is 1 kernel"
+    # "the compiler keeps in registers much of what the composed version sends through memory"
+    assert fig["ch10_gpt_compiled_kernels"] < fig["ch10_gpt_composed_kernels"]
+    assert fig["ch10_gpt_compiled_mb"] < 0.6 * fig["ch10_gpt_composed_mb"]
+    # "the hand-written kernels fuse more"
+    assert fig["ch10_gpt_eager_kernels"] < fig["ch10_gpt_compiled_kernels"]
+    assert fig["ch10_compiled_ratio"] == pytest.approx(fig["ch10_compiled_ms"] / fig["ch10_eager_ms"], rel=1e-6)
+    for name in ("ch10_gpt_first_call", "ch10_eager_ms", "ch10_compiled_ms", "ch10_train_minutes",
+                 "ch10_train_ms_per_step", "ch10_chapter_minutes"):
+        assert fig[name] > 0, name                                         # timings: only that they were measured
+    assert fig["ch10_traces"] == 2                                         # "traced 2 times"
+    # the compiled run trains as chapter 9's eager run of the same recipe, weights and batches does
+    assert fig["ch10_val_loss"] <= 1.9
+    assert fig["ch10_val_loss"] == pytest.approx(ch9["ch9_shakespeare_val_loss"], abs=0.05)
