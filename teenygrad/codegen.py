@@ -34,6 +34,7 @@ import re
 import numpy as np
 
 from teenygrad import ir
+from teenygrad.edition import exercise
 from teenygrad.ir import Node
 from teenygrad.kernels import jit
 from teenygrad.kernels.jit import CHUNKS, num_threads
@@ -79,7 +80,11 @@ class _Source:
         return self.consts.setdefault(text, name)
 
 
-def _index(view: View, names: list[str]) -> str:
+@exercise("10-compiler", "index_expr")
+def index_expr(view: View, names: list[str]) -> str:
+    """The position in its flat buffer of element (names[0], names[1], ...) of `view`, as Python source:
+    offset + i0 * stride0 + i1 * stride1 + ..., leaving out what is always 0 (a zero offset, a broadcast axis's
+    stride 0, an axis of length 1) and writing a stride of 1 as the bare name. "0" when nothing is left."""
     terms = [str(view.offset)] if view.offset else []
     terms += [names[d] if st == 1 else f"{names[d]} * {st}" for d, st in enumerate(view.strides)
               if st != 0 and view.shape[d] != 1]
@@ -106,7 +111,7 @@ class _Expr:
             base = n.srcs[0]
             if id(base) in self.local:           # a reduction of this kernel, held in a register
                 return self.local[id(base)]
-            index = _index(n.arg, self.names)
+            index = index_expr(n.arg, self.names)
             if base.op == "arange":
                 return f"np.int64({index})"
             v = src.var()
@@ -230,11 +235,11 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
             src.line(f"{r} = {acc} != 0" if n.dtype == "bool" else f"{r} = {_CAST[n.dtype]}({acc})")
             local[id(n)] = r
             if id(n) not in kern.local:
-                src.line(f"{slot_name(sched.slots[id(n)])}[u({_index(View.contiguous(n.shape), names)})] = {r}")
+                src.line(f"{slot_name(sched.slots[id(n)])}[u({index_expr(View.contiguous(n.shape), names)})] = {r}")
         else:
             _loops(src, inner, shape, names)
             v = expr(it.expr)
-            src.line(f"{slot_name(sched.slots[id(n)])}[u({_index(View.contiguous(shape), names)})] = {v}")
+            src.line(f"{slot_name(sched.slots[id(n)])}[u({index_expr(View.contiguous(shape), names)})] = {v}")
             src.depth = base
     return args, n_outer, min(n_outer, CHUNKS) if parallel else 0
 
@@ -333,7 +338,7 @@ def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
         _loops(src, [len(part.shape) - 1], part.shape, names)
         v = _Expr(src, sched, names, {})(part)
         target = View(part.shape, out.strides, start * out.strides[node.arg])
-        src.line(f"{slot_name(sched.slots[id(node)])}[u({_index(target, names)})] = {v}")
+        src.line(f"{slot_name(sched.slots[id(node)])}[u({index_expr(target, names)})] = {v}")
         src.depth = base
         start += part.shape[node.arg]
     if not node.srcs or all(p.size == 0 for p in node.srcs):

@@ -54,3 +54,44 @@ def report(part: str, fn: Callable[..., Any]) -> None:
         except Exception as e:  # one failing case must not hide the others
             (out_dir / f"{path.stem}.err").write_text(f"{type(e).__name__}: {e}"[:2000])
     print(f"{part}: ran {len(cases)} hidden cases; the autograder judges the results")
+
+
+# ---- the compiler's exercise (10-compiler): the programs its hidden tests compile ----------------------------------
+
+PROGRAM_OPS = ("exp", "tanh twice", "square twice", "add row", "flip", "transpose", "interleave", "centre rows",
+               "shift columns", "softmax twice")
+
+
+def random_program(x: Any, row: Any, codes: Any) -> Any:
+    """A composition of Tensor ops on a square x (n, n) and a row (n,), one op per code (an int, PROGRAM_OPS[code]):
+    the graphs exercise 10 is graded on. Some compute one expression twice (work for common-subexpression
+    elimination); some read x through a view (reversed, transposed, strided, broadcast: index arithmetic)."""
+    n = x.shape[0]
+    for code in codes:
+        op = PROGRAM_OPS[int(code) % len(PROGRAM_OPS)]
+        if op == "exp":
+            x = (x * 0.5).exp()
+        elif op == "tanh twice":
+            x = x.tanh() + x.tanh() * 0.5
+        elif op == "square twice":
+            x = x * x - (x * x).sum(1, keepdim=True) / n
+        elif op == "add row":
+            x = x + row
+        elif op == "flip":
+            x = x[::-1]
+        elif op == "transpose":
+            x = x.transpose(0, 1)
+        elif op == "interleave":  # every other row, then the rest: strided reads
+            x = _cat([x[::2], x[1::2]])
+        elif op == "centre rows":
+            x = x - x.max(1, keepdim=True)
+        elif op == "shift columns":
+            x = x + x.sum(0, keepdim=True) / n
+        else:
+            x = x.softmax(-1) + x.softmax(-1) * x
+    return x
+
+
+def _cat(parts: list) -> Any:
+    from teenygrad import cat  # here, not at the top: importing teenygrad.grading must stay cheap
+    return cat(parts, 0)

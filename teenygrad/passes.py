@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 
 from teenygrad import ir
+from teenygrad.edition import exercise
 from teenygrad.ir import Node
 from teenygrad.kernels.layout import contiguous_strides, view_strides
 
@@ -147,9 +148,11 @@ def _key(n: Node, srcs: tuple[Node, ...]) -> tuple:
     return (n.op, arg, n.dtype, n.shape, tuple(id(s) for s in srcs))
 
 
+@exercise("10-compiler", "cse")
 def eliminate_common(graph: Graph) -> Graph:
     """Merge nodes that compute the same thing: same op, argument, dtype, shape and (already merged) sources.
-    Assigns are effects, never merged."""
+    Assigns are effects, never merged. (`_key` is what "the same" means; `graph.rebuild` visits the nodes
+    inputs first, each with its sources already replaced.)"""
     seen: dict[tuple, Node] = {}
 
     def merge(n: Node, srcs: tuple[Node, ...]) -> Node:
