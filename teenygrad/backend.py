@@ -233,6 +233,17 @@ class Program:
         return "\n".join(lines)
 
 
+def rewrite(outputs: list[ir.Node], effects: Sequence[ir.Node] = ()) -> Graph:
+    """The graph after the passes that rewrite it in IR ops (before view folding, whose views only the code
+    generator reads): what compile(..., backend="passes") runs op by op."""
+    graph = Graph(list(outputs), list(effects))
+    for _, fn in PASSES:
+        if fn is fold_views:
+            break
+        graph = fn(graph)
+    return graph
+
+
 def run_passes(outputs: list[ir.Node], effects: Sequence[ir.Node] = ()) -> tuple[Graph, list[tuple[str, str]]]:
     """The graph after every pass, and the printed IR after each (for TEENYGRAD_DEBUG=2 and `program.passes`)."""
     graph = Graph(list(outputs), list(effects))

@@ -80,7 +80,7 @@ class ReferenceProgram:
         return values[:len(self.outputs)]
 
 
-BACKENDS = ("numba", "reference")
+BACKENDS = ("numba", "reference", "passes")
 
 
 def _check_backend(backend: str) -> str:
@@ -91,11 +91,16 @@ def _check_backend(backend: str) -> str:
 
 def compile_graph(outputs: list[ir.Node], effects: list[ir.Node], backend: str = "numba") -> Any:
     """The one place the front end meets the back end: a graph in, a `Program` out. `backend="numba"` compiles it
-    (`teenygrad.backend`: passes, fusion, generated numba kernels); `"reference"` runs it op by op in numpy."""
+    (`teenygrad.backend`: passes, fusion, generated numba kernels); `"reference"` runs it op by op in numpy;
+    `"passes"` runs op by op the graph the rewriting passes make of it (constant folding, dead code, CSE), to test
+    those passes apart from fusion and code generation."""
     if _check_backend(backend) == "reference":
         return ReferenceProgram(outputs, effects)
-    from teenygrad.backend import compile_graph as generate  # imported on first use: `import teenygrad` stays light
-    return generate(outputs, effects)
+    from teenygrad import backend as numba_backend  # imported on first use: `import teenygrad` stays light
+    if backend == "passes":
+        graph = numba_backend.rewrite(outputs, effects)
+        return ReferenceProgram(graph.outputs, graph.effects)
+    return numba_backend.compile_graph(outputs, effects)
 
 
 # ---- signatures ---------------------------------------------------------------------------------------------------
