@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import nbformat
+import numpy as np
 import pytest
 
 from conftest import REPO, book_figures
@@ -47,3 +48,46 @@ def test_full_run_figures(book_build):
     # the compiled run trains as chapter 9's eager run of the same recipe, weights and batches does
     assert fig["ch10_val_loss"] <= 1.9
     assert fig["ch10_val_loss"] == pytest.approx(ch9["ch9_shakespeare_val_loss"], abs=0.05)
+
+
+# ---- exercise 10's judge ------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import teenygrad as tg  # noqa: E402
+from autograder.judges import compiler as judge  # noqa: E402
+from teenygrad.grading import PROGRAM_OPS, random_program  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 7), st.lists(st.integers(0, len(PROGRAM_OPS) - 1), min_size=1, max_size=6),
+       st.integers(0, 2**31))
+def test_the_judges_numpy_programs_are_teenygrads(n, codes, seed):
+    """The judge's oracle (numpy) computes what grading.random_program computes in eager teenygrad."""
+    rng = np.random.default_rng(seed)
+    x, row = rng.standard_normal((n, n)), rng.standard_normal(n)
+    want = random_program(tg.tensor(x), tg.tensor(row), codes).numpy()
+    np.testing.assert_allclose(judge.program(x, row, np.array(codes)), want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_judge_accepts_right_answers_and_rejects_wrong_ones():
+    rng = np.random.default_rng(0)
+    for case in judge.PARTS["index_expr"].cases(rng):
+        if len(case) == 3:
+            shape, strides, offset = case
+            right = offset + (np.indices(tuple(shape)).reshape(len(shape), -1) * strides[:, None]).sum(0)
+            assert judge._check_index(case, (right,)) is None
+            if right.size > 1 and np.any(strides[np.asarray(shape) > 1]):
+                assert judge._check_index(case, (right[::-1].copy(),)) is not None or np.array_equal(right, right[::-1])
+            assert judge._check_index(case, (right + 1,)) is not None
+        else:
+            x, row, codes, bits = case
+            right = judge.program(x, row, codes)
+            assert judge._check_index(case, (right,)) is None
+            assert judge._check_index(case, (right.T.copy() + 1e-3,)) is not None
+    for case in judge.PARTS["cse"].cases(rng):
+        right = judge.program(*case[:3])
+        assert judge._check_cse(case, (right, 40, 30)) is None
+        assert "nothing was merged" in judge._check_cse(case, (right, 40, 40))
+        assert judge._check_cse(case, (right * 1.01 + 0.01, 40, 30)) is not None
