@@ -59,13 +59,14 @@ def report(part: str, fn: Callable[..., Any]) -> None:
 # ---- the compiler's exercise (10-compiler): the programs its hidden tests compile ----------------------------------
 
 PROGRAM_OPS = ("exp", "tanh twice", "square twice", "add row", "flip", "transpose", "interleave", "centre rows",
-               "shift columns", "softmax twice")
+               "shift columns", "softmax twice", "identities")
 
 
 def random_program(x: Any, row: Any, codes: Any) -> Any:
     """A composition of Tensor ops on a square x (n, n) and a row (n,), one op per code (an int, PROGRAM_OPS[code]):
     the graphs exercise 10 is graded on. Some compute one expression twice (work for common-subexpression
-    elimination); some read x through a view (reversed, transposed, strided, broadcast: index arithmetic)."""
+    elimination); some read x through a view (reversed, transposed, strided, broadcast: index arithmetic); one
+    multiplies by 1 and adds 0s, one of them computed from constants alone (work for constant folding)."""
     n = x.shape[0]
     for code in codes:
         op = PROGRAM_OPS[int(code) % len(PROGRAM_OPS)]
@@ -87,9 +88,16 @@ def random_program(x: Any, row: Any, codes: Any) -> Any:
             x = x - x.max(1, keepdim=True)
         elif op == "shift columns":
             x = x + x.sum(0, keepdim=True) / n
-        else:
+        elif op == "softmax twice":
             x = x.softmax(-1) + x.softmax(-1) * x
+        else:
+            x = x * 1.0 + 0.0 + (_ones(n) * 0.5 - 0.5)
     return x
+
+
+def _ones(n: int) -> Any:
+    from teenygrad import ones
+    return ones(n)
 
 
 def _cat(parts: list) -> Any:

@@ -111,6 +111,7 @@ def _same(n: Node, srcs: tuple[Node, ...]) -> Node:
 
 # ---- constant folding ----------------------------------------------------------------------------------
 
+@exercise("10-compiler", "fold_constants")
 def fold_constants(graph: Graph) -> Graph:
     """Compute at compile time every elementwise op (and movement op) whose operands are all constants, and
     drop identities: x + 0, x - 0, x * 1, x / 1 become x. A constant is one value broadcast over a shape."""

@@ -91,3 +91,9 @@ def test_the_judge_accepts_right_answers_and_rejects_wrong_ones():
         assert judge._check_cse(case, (right, 40, 30)) is None
         assert "nothing was merged" in judge._check_cse(case, (right, 40, 40))
         assert judge._check_cse(case, (right * 1.01 + 0.01, 40, 30)) is not None
+    for case in judge.PARTS["fold_constants"].cases(rng):
+        right = judge.program(*case[:3])
+        assert judge._check_fold(case, (right, 40, 30, 0)) is None
+        assert "still have only constants" in judge._check_fold(case, (right, 40, 30, 2))
+        assert judge._check_fold(case, (right, 40, 40, 0)) is not None
+        assert judge._check_fold(case, (right + 0.5, 40, 30, 0)) is not None

@@ -1,8 +1,9 @@
 """Judge for assignment 10-compiler: the index arithmetic of a view, and common-subexpression elimination
 (exercises/10-compiler.ipynb).
 
-The learner writes two pieces of teenygrad's compiler: `codegen.index_expr` (part `index_expr`: a view's flat
-position as Python source, the first step of code generation) and `passes.eliminate_common` (part `cse`). The
+The learner writes three pieces of teenygrad's compiler: `codegen.index_expr` (part `index_expr`: a view's flat
+position as Python source, the first step of code generation), `passes.eliminate_common` (part `cse`) and
+`passes.fold_constants` (part `fold_constants`). The
 hidden tests install them and run teenygrad's compiler on the cases below; this judge checks the results against
 numpy.
 
@@ -13,6 +14,9 @@ numpy.
                                               in float`bits`
   cse         (x, row, codes, bits)        -> (the program's values with the learner's CSE among the passes
                                               (backend="passes"), nodes before CSE, nodes after)
+  fold_constants (x, row, codes, bits)     -> (the values with the learner's constant folding among the passes,
+                                              nodes before folding, nodes after, ops left whose sources are
+                                              all constants)
 The programs (teenygrad.grading.random_program, PROGRAM_OPS) are computed here again in numpy: the oracle.
 """
 from __future__ import annotations
@@ -49,11 +53,11 @@ def program(x: np.ndarray, row: np.ndarray, codes: np.ndarray) -> np.ndarray:
             x = x - x.max(1, keepdims=True)
         elif op == "shift columns":
             x = x + x.sum(0, keepdims=True) / n
-        else:
+        elif op == "softmax twice":
             e = np.exp(x - x.max(1, keepdims=True))
             s = e / e.sum(1, keepdims=True)
             x = s + s * x
-    return x
+    return x  # "identities": x * 1 + 0 + 0
 
 
 def _codes(rng: np.random.Generator, must: tuple[str, ...], count: int) -> np.ndarray:
@@ -121,7 +125,30 @@ def _check_cse(case: Case, got: tuple) -> str | None:
     return None
 
 
+def _fold_cases(rng: np.random.Generator) -> list[Case]:
+    return [_program_case(rng, ("identities",), bits) for bits in (64, 64, 32)]
+
+
+def _check_fold(case: Case, got: tuple) -> str | None:
+    x, row, codes, bits = case
+    if len(got) != 4:
+        return f"expected (values, nodes before, nodes after, constant ops left), got {len(got)} outputs"
+    ops = [PROGRAM_OPS[int(c) % len(PROGRAM_OPS)] for c in np.atleast_1d(codes)]
+    want = program(np.asarray(x, np.float64), np.asarray(row, np.float64), codes)
+    part = Part(cases=lambda rng: [], rtol=1e-9 if bits == 64 else 2e-4, atol=1e-9 if bits == 64 else 2e-5)
+    why = _compare(got[:1], (want,), part)
+    if why is not None:
+        return f"the program {ops} in float{bits}, with your constant folding among the passes: {why}"
+    before, after, left = int(got[1]), int(got[2]), int(got[3])
+    if left:
+        return f"the program {ops}: after your folding {left} op(s) still have only constants as sources"
+    if not after < before:  # "identities" multiplies by 1 and adds 0
+        return f"the program {ops} multiplies by 1 and adds 0, but your folding left {after} of its {before} nodes"
+    return None
+
+
 PARTS = {
     "index_expr": Part(cases=_index_cases, check=_check_index),
     "cse": Part(cases=_cse_cases, check=_check_cse),
+    "fold_constants": Part(cases=_fold_cases, check=_check_fold),
 }

@@ -4,4 +4,5 @@ ANSWERS = {
     "cse": (
         "def eliminate_common(graph):\n"
         "    return passes.eliminate_common(graph)\n"),
+    "fold_constants": "fold_constants = passes.fold_constants\n",
 }
