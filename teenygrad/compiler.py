@@ -19,10 +19,12 @@ What a trace depends on, and what makes a new one:
     on the host at every call.
   * Any other Python value the function reads (a global float, an attribute) is frozen into the trace, as in
     every tracing compiler: pass what changes as an argument.
+  * Random numbers (`rand`, `randn`, dropout) are drawn anew at every call, from the generator the eager
+    function would use, in its order: with the same seed, compiled and eager steps draw the same numbers.
 
 Results come back as new concrete Tensors without autograd history; parameters' `.grad` are set as an eager
 step would leave them. Reading a traced tensor's value inside the function (`.item()`, `bool()`, `.numpy()`)
-raises `CaptureError`, as do random numbers and `tensor(data)` inside it, and partial in-place writes. Index
+raises `CaptureError`, as do `tensor(data)` inside it and partial in-place writes. Index
 values are data, so the graph counts out-of-range ones (embedding ids, gather and cross-entropy targets) and the
 call raises IndexError, as eager code does (after the call's in-place updates, which were already written).
 """
@@ -153,6 +155,7 @@ class _Entry:
         return all(fn() == expected for fn, expected, _ in self.trace.guards)
 
     def run(self, leaves: tuple) -> Any:
+        self.trace.draw()  # this call's random numbers, if the function asks for any
         arrays = [get(leaves) for get in self.getters]  # every input read before the host's counters move
         for effect in self.trace.host_effects:
             effect()

@@ -13,6 +13,8 @@ A `Trace` remembers what the graph reads and writes:
                   of t in the same trace see v
     guards        facts the graph depends on (a tensor's shape, whether a .grad exists): a call where one of
                   them changed traces again
+    random(...)   `rand`/`randn` (dropout's mask) become loads of buffers that each call fills first, drawing
+                  from the same generator in the same order as the eager function would: the same numbers
 
 Reading a lazy tensor's value (`.item()`, `.numpy()`, `bool()`, `float()`) raises `CaptureError`: the value does
 not exist yet, so Python control flow cannot depend on it.
@@ -25,7 +27,7 @@ import numpy as np
 
 from teenygrad import ir
 from teenygrad.kernels.layout import broadcast_shapes, contiguous_strides
-from teenygrad.tensor import Tensor, float32, float64, int64
+from teenygrad.tensor import Tensor, default_generator, float32, float64, int64
 
 __all__ = ["CaptureError", "LazyTensor", "EscapedTensor", "Trace", "current", "wrap", "node_of", "constant"]
 
@@ -164,6 +166,8 @@ class Trace:
         self.grad_of: dict[int, Tensor] = {}                # id(initial .grad) -> its parameter
         self.created: list[LazyTensor] = []
         self.checks: list[ir.Node] = []  # int64 counts of out-of-range indices: each call checks they are 0
+        self.randoms: list[tuple[str, tuple[int, ...], np.dtype, Any]] = []  # (method, shape, dtype, generator)
+        self.drawn: list[np.ndarray] = []  # this call's random numbers, one array per entry of randoms
         self._names = 0
 
     def name_for(self, prefix: str) -> str:
@@ -219,6 +223,18 @@ class Trace:
                                "function eagerly")
         entry[2] = value
         self.assigns[key] = value
+
+    def random(self, method: str, shape: tuple[int, ...], dtype: np.dtype, generator: Any) -> ir.Node:
+        """A buffer of random numbers (`generator.<method>`, or the global generator's at call time), drawn anew
+        by `draw` at each call."""
+        index = len(self.randoms)
+        self.randoms.append((method, tuple(shape), np.dtype(dtype), generator))
+        return self.bind(None, None, shape, dtype, lambda args: self.drawn[index], "rand")
+
+    def draw(self) -> None:
+        """Draw this call's random numbers, in the order the traced function asked for them."""
+        self.drawn = [getattr(gen or default_generator(), method)(int(np.prod(shape)), dtype=dtype).reshape(shape)
+                      for method, shape, dtype, gen in self.randoms]
 
     def effects(self) -> list[ir.Node]:
         return [ir.assign(self.current[k][1], v) for k, v in self.assigns.items()]

@@ -338,6 +338,7 @@ def from_data() -> None:
                        "data in as a Tensor argument, or create the tensor outside the function")
 
 
-def random(op: str) -> None:
-    raise CaptureError(f"{op} inside a compiled function: random numbers are not captured yet (dropout with p > 0 "
-                       f"needs them). Draw them outside and pass them in as an argument, or run eagerly")
+def random(method: str, shape: tuple[int, ...], dtype: np.dtype, generator: np.random.Generator | None) -> Tensor:
+    """rand / randn: numbers the compiled step draws (in numpy, from the same generator, in the same order as the
+    eager function) at each call and passes in as an input buffer."""
+    return wrap(current().random(method, shape, dtype, generator))

@@ -378,6 +378,11 @@ def manual_seed(seed: int) -> None:
     _generator = np.random.default_rng(seed)
 
 
+def default_generator() -> np.random.Generator:
+    """The global generator rand/randn draw from when given none (the one `manual_seed` last made)."""
+    return _generator
+
+
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
     """Same as Tensor(data, dtype, requires_grad): nested lists, a numpy array, or a scalar (always copied)."""
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
@@ -415,23 +420,23 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: o
 
 def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
     """Uniform samples in [0, 1). `generator=np.random.default_rng(seed)` for a private stream."""
-    if tracing.active:
-        tracing.hooks.random("rand")
     dt = _dtype_or_default(dtype)
     if dt == int64:
         raise TypeError("rand: dtype must be float32 or float64")
     shape = shape_args(shape)
+    if tracing.active:  # inside teenygrad.compile's trace: an input the compiled step draws at every call
+        return tracing.hooks.random("random", shape, dt, generator)
     return Tensor._contiguous((generator or _generator).random(prod(shape), dtype=dt), shape)
 
 
 def randn(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
     """Standard normal samples (mean 0, variance 1)."""
-    if tracing.active:
-        tracing.hooks.random("randn")
     dt = _dtype_or_default(dtype)
     if dt == int64:
         raise TypeError("randn: dtype must be float32 or float64")
     shape = shape_args(shape)
+    if tracing.active:
+        return tracing.hooks.random("standard_normal", shape, dt, generator)
     return Tensor._contiguous((generator or _generator).standard_normal(prod(shape), dtype=dt), shape)
 
 

@@ -26,14 +26,14 @@ ARM64 = "+neon,+fp-armv8,+v8a"
 
 CASES = [  # (features, machine) -> (isa, bits, registers, fma, (MR, NR))
     (ZEN4, "x86_64", ("AVX-512", 512, 32, True, (6, 32))),
-    (HASWELL, "x86_64", ("AVX2", 256, 16, True, (6, 16))),
-    (HASWELL, "AMD64", ("AVX2", 256, 16, True, (6, 16))),          # Windows spells it AMD64
-    (SANDY_BRIDGE, "x86_64", ("AVX", 256, 16, False, (6, 16))),
-    (OLD_X86, "x86_64", ("SSE2", 128, 16, False, (6, 8))),
-    ("", "x86_64", ("SSE2", 128, 16, False, (6, 8))),               # no features reported: SSE2 is in x86-64
-    (ARM64, "aarch64", ("NEON", 128, 32, True, (6, 16))),
-    ("", "arm64", ("NEON", 128, 32, True, (6, 16))),                # Apple silicon, features not reported
-    ("", "riscv64", ("unknown", 128, 16, False, (6, 8))),           # not recognised: the stated assumption
+    (HASWELL, "x86_64", ("AVX2", 256, 16, True, (4, 16))),
+    (HASWELL, "AMD64", ("AVX2", 256, 16, True, (4, 16))),          # Windows spells it AMD64
+    (SANDY_BRIDGE, "x86_64", ("AVX", 256, 16, False, (4, 16))),
+    (OLD_X86, "x86_64", ("SSE2", 128, 16, False, (4, 8))),
+    ("", "x86_64", ("SSE2", 128, 16, False, (4, 8))),               # no features reported: SSE2 is in x86-64
+    (ARM64, "aarch64", ("NEON", 128, 32, True, (4, 16))),
+    ("", "arm64", ("NEON", 128, 32, True, (4, 16))),                # Apple silicon, features not reported
+    ("", "riscv64", ("unknown", 128, 16, False, (4, 8))),           # not recognised: the stated assumption
 ]
 
 
@@ -54,17 +54,22 @@ def test_features_give_vector_unit_and_micro_kernel_shape(flags, machine, want):
 
 @given(st.sampled_from([128, 256, 512, 1024]), st.integers(8, 64))
 def test_micro_kernel_fits_the_registers(bits, registers):
-    """Whatever the unit, the accumulators, a row of B and a broadcast of A fit in its registers, in whole vectors."""
+    """Whatever the unit, the accumulators, a row of B and the MR broadcasts of A fit in its registers, in whole
+    vectors; and no wider row, nor six rows where it took four, would."""
     unit = cpu.VectorUnit("test", bits, registers, True, True)
     mr, nr = cpu.micro_kernel_shape(unit)
     lanes = bits // 32
     vectors = nr // lanes
-    assert mr == cpu.MR == 6 and nr % lanes == 0 and vectors >= 1
+    assert mr in cpu.ROWS and nr % lanes == 0 and vectors >= 1
     assert nr <= max(cpu.MAX_NR, lanes)
-    assert mr * vectors + vectors + 1 <= registers
-    # and it takes the most vectors per row that fit: one more would not
+
+    def fits(rows, v):
+        return rows * v + v + rows <= registers
+
+    assert fits(mr, vectors) or vectors == 1 and mr == min(cpu.ROWS)  # nothing fits: the smallest shape
     wider = 2 * vectors
-    assert wider * lanes > cpu.MAX_NR or mr * wider + wider + 1 > registers or vectors == 4
+    assert vectors == 4 or wider * lanes > cpu.MAX_NR or not any(fits(rows, wider) for rows in cpu.ROWS)
+    assert mr == max(cpu.ROWS) or not fits(max(cpu.ROWS), vectors)
 
 
 def test_matmul_shape_is_the_detected_hosts():
@@ -81,9 +86,9 @@ def _run_plain_python(env_extra: dict, code: str) -> str:
     return out.stdout
 
 
-@pytest.mark.parametrize("features, nr", [(HASWELL, 16), (OLD_X86, 8)] if cpu.host().machine in ("x86_64", "AMD64")
-                         else [("+neon", 16)])
-def test_matmul_follows_the_features_numba_targets_and_stays_right(features, nr):
+@pytest.mark.parametrize("features, mr, nr", [(HASWELL, 4, 16), (OLD_X86, 4, 8)]
+                         if cpu.host().machine in ("x86_64", "AMD64") else [("+neon", 4, 16)])
+def test_matmul_follows_the_features_numba_targets_and_stays_right(features, mr, nr):
     """Told to compile for another processor (NUMBA_CPU_FEATURES), matmul.py picks that processor's shape,
     and the tiled kernel with that shape is still right (against numpy, on edge sizes around MR and NR)."""
     code = (
@@ -102,7 +107,7 @@ def test_matmul_follows_the_features_numba_targets_and_stays_right(features, nr)
         "        fn(a, np.ascontiguousarray(b.T).T, out)  # B as a transposed view: packed column by column\n"
         "        assert np.allclose(out, a @ b, rtol=1e-5, atol=1e-5), (fn, m, k, n)\n"
     )
-    assert _run_plain_python({"NUMBA_CPU_FEATURES": features}, code).split() == ["6", str(nr)]
+    assert _run_plain_python({"NUMBA_CPU_FEATURES": features}, code).split() == [str(mr), str(nr)]
 
 
 # --- cache sizes ---------------------------------------------------------------------------------------

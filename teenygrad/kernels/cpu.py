@@ -26,10 +26,10 @@ from pathlib import Path
 
 LINUX_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
 
-# The micro-kernel's rows: matmul.py writes its six accumulator rows (c0..c5) out by hand, so MR is a
-# property of that code, not of the machine. Six rows of two vectors is the shape BLIS uses on AVX2
-# (its "6x16" kernel); the columns, NR, follow the vector width.
-MR = 6
+# The micro-kernel's rows: matmul.py writes six accumulator rows (c0..c5) out by hand, and compiles the last
+# two out when MR is 4, so MR is one of these, the first that fits the registers; the columns, NR, follow
+# the vector width.
+ROWS = (6, 4)
 # Widest micro-kernel, in columns. Measured with matmul_tiled on AVX-512 (Zen 4), 6 x 64 against 6 x 32:
 # within a few percent on square float32 products (512, 1024), but about half as fast on float64 (its 48
 # accumulators spill out of the 32 registers) and on narrow products such as attention's (N = 16, 32 or 96:
@@ -84,19 +84,23 @@ def micro_kernel_shape(unit: VectorUnit) -> tuple[int, int]:
     """(MR, NR): the block of C that matmul.py's micro-kernel keeps in registers, for this vector unit.
 
     Each row of the block is NR / lanes vectors of float32. Per step of the depth loop the kernel holds the
-    MR x NR accumulators, one row of the packed B (NR / lanes vectors) and one broadcast value of A, so
-        MR * v + v + 1 <= registers,   v = NR / lanes vectors per row.
-    Take the most vectors per row (4, 2 or 1) that fit, up to MAX_NR columns: more independent accumulators
-    hide the latency of the multiply-adds, and each loaded value of A is reused NR times.
-    AVX-512 -> 6 x 32, AVX2 -> 6 x 16, NEON (4 lanes, 32 registers) -> 6 x 16, SSE2 -> 6 x 8.
+    MR x NR accumulators, one row of the packed B (NR / lanes vectors) and the MR broadcast values of A (LLVM
+    loads all of them at the top of the step, before the multiply-adds), so
+        MR * v + v + MR <= registers,   v = NR / lanes vectors per row.
+    Take the most vectors per row (4, 2 or 1) that fit, up to MAX_NR columns, with six rows if they fit, else
+    four: more independent accumulators hide the latency of the multiply-adds, and each loaded value of A is
+    reused NR times. When they don't fit, LLVM spills accumulators to the stack inside the loop: on AVX2 the
+    6 x 16 block (20 registers of 16) ran at 31-35 GFLOPS on one Zen 3 core, the 4 x 16 one at 45-57.
+    AVX-512 -> 6 x 32, AVX2 -> 4 x 16, NEON (4 lanes, 32 registers) -> 4 x 16, SSE2 -> 4 x 8.
     (Sized for float32, the book's dtype. float64 has half the lanes, so the same code needs twice the
     registers: it still fits on AVX-512; elsewhere some accumulators spill to the stack, correct but slower.)
     """
     lanes = unit.float32_lanes
     for vectors in (4, 2, 1):
-        if vectors * lanes <= MAX_NR and MR * vectors + vectors + 1 <= unit.registers:
-            return MR, vectors * lanes
-    return MR, lanes
+        for rows in ROWS:
+            if vectors * lanes <= MAX_NR and rows * vectors + vectors + rows <= unit.registers:
+                return rows, vectors * lanes
+    return ROWS[-1], lanes
 
 
 def _parse_size(text: str) -> int | None:

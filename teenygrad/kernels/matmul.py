@@ -49,7 +49,7 @@ from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pay
 # target CPU's name and features, not on these values. That is safe because they are a function of exactly
 # that CPU: the same processor always gets the same shape, and another one misses the cache and recompiles.
 MR, NR = micro_kernel_shape(host().vector)
-assert MR == 6, "the micro-kernel below writes out six accumulator rows by hand"
+assert MR in (4, 6), "the micro-kernel below writes out six accumulator rows by hand, the last two optional"
 # Cache blocking around the micro-kernel (as in BLIS / GotoBLAS), tuned by measurement:
 KC = 512    # depth of a packed panel. Each micro-kernel call costs ~60 ns of fixed overhead (setup, write
             # back of C), so deep panels amortise it, and C is read and written only K/KC times. The
@@ -199,21 +199,22 @@ def _store_row(out_row, nr, acc, accumulate):
 def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
     """The register-tiled heart: C[i0:i0+MR, j0:j0+NR] (+)= a_rows @ b_panel, over the full depth kc.
 
-    `a_rows` is an MR x kc block of A, read where it lies (any strides: six rows of A, or six neighbouring
+    `a_rows` is an MR x kc block of A, read where it lies (any strides: MR rows of A, or MR neighbouring
     columns of a transposed A); `b_panel = bp[b0:]` is a packed kc x NR panel of B (b_panel[p*NR + j] =
     B[p, j0 + j]). Slicing it to start at index 0 lets the compiler see every index below is non-negative
     and skip numpy's negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous loads become slow
     gathers.
 
-    The MR x NR block of C is held in six accumulator rows c0..c5 (MR = 6 is written out by hand), each
+    The MR x NR block of C is held in accumulator rows c0..c5 (written out by hand; with MR = 4 the
+    `if MR > 4` rows are compiled out, MR being a constant), each
     NR wide (two vectors of float32 on AVX-512 and AVX2, see cpu.micro_kernel_shape), on the stack, so
     LLVM promotes them to vector registers: with AVX-512, NR = 32 and 12 zmm registers of 16 float32.
     At each step p of the depth loop we load NR values of the packed B panel (contiguous: two vector
-    loads), broadcast six values of A, and do 6 x NR multiply-adds (12 FMA instructions). Nothing
+    loads), broadcast MR values of A, and do MR x NR multiply-adds (12 FMA instructions on AVX-512). Nothing
     is written to memory until the loop ends, and every load is reused MR or NR times, so the kernel runs
     close to the FMA units' peak instead of the memory system's (measured ~105 GFLOPS on one Zen 4 core,
     float32). With float64 the same code holds 24 zmm registers of 8.
-    (MR is tied to this code: changing it means adding or removing accumulator rows.)
+    (MR is 6 or 4, tied to this code: any other value means adding or removing accumulator rows.)
 
     fastmath=True lets LLVM fuse each multiply and add into one FMA instruction (rounded once instead of
     twice) and reorder freely; results differ from numpy in the last bits only.
@@ -221,7 +222,8 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
     valid `mr` x `nr` corner is written back.
     """
     b_panel = bp[b0:b0 + kc * NR]
-    a0, a1, a2, a3, a4, a5 = a_rows[0], a_rows[1], a_rows[2], a_rows[3], a_rows[4], a_rows[5]
+    a0, a1, a2, a3 = a_rows[0], a_rows[1], a_rows[2], a_rows[3]
+    a4, a5 = a_rows[MR - 2], a_rows[MR - 1]  # rows 4 and 5 when MR = 6 (with MR = 4, unused)
     c0 = local_array(NR, bp.dtype)
     c1 = local_array(NR, bp.dtype)
     c2 = local_array(NR, bp.dtype)
@@ -236,15 +238,17 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
         c4[j] = 0
         c5[j] = 0
     for p in range(kc):
-        x0, x1, x2, x3, x4, x5 = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
+        x0, x1, x2, x3 = a0[p], a1[p], a2[p], a3[p]
+        x4, x5 = a4[p], a5[p]
         for j in range(NR):
             y = b_panel[p * NR + j]
             c0[j] += x0 * y
             c1[j] += x1 * y
             c2[j] += x2 * y
             c3[j] += x3 * y
-            c4[j] += x4 * y
-            c5[j] += x5 * y
+            if MR > 4:
+                c4[j] += x4 * y
+                c5[j] += x5 * y
     _store_row(out[i0, j0:j0 + nr], nr, c0, accumulate)
     if mr > 1:
         _store_row(out[i0 + 1, j0:j0 + nr], nr, c1, accumulate)
