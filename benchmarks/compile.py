@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt import batches, torch_step  # noqa: E402  (imports torch first, when it is installed)
+from gpt import TUNED, batches, torch_step  # noqa: E402  (tunes teenygrad, then imports torch when it is installed)
 
 import teenygrad as tg  # noqa: E402
 from teenygrad import optim  # noqa: E402
@@ -182,7 +182,7 @@ def main() -> None:
     if args.child:
         return child()
     steps = 5 if args.quick and args.steps == 30 else args.steps
-    print("teenygrad.tune():", tg.tune())
+    print("teenygrad.tune():", TUNED)
     import numba
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads")
     if not args.quick:

@@ -19,12 +19,18 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # PyTorch bundles its own OpenMP runtime; importing it first keeps it on its own defaults
+import teenygrad as tg
+
+# tune() before importing torch: PyTorch loads its libgomp.so.1 at import, numba's parallel kernels then share that
+# one OpenMP runtime, and it reads the spin count once, when it loads. Imported first, torch would fix the default
+# spin count for both frameworks, and tune() could only report that it came too late.
+TUNED = "skipped (--no-tune)" if "--no-tune" in sys.argv else tg.tune()
+
+try:
     import torch
 except ImportError:
     torch = None
 
-import teenygrad as tg  # noqa: E402
 from teenygrad import functional as F  # noqa: E402
 from teenygrad import optim  # noqa: E402
 from teenygrad.datasets import load_shakespeare  # noqa: E402
@@ -141,7 +147,7 @@ def main() -> None:
     ap.add_argument("--no-tune", action="store_true",
                     help="skip teenygrad.tune() (OpenMP spin count, malloc thresholds), to measure what it buys")
     args = ap.parse_args()
-    print("teenygrad.tune():", "skipped (--no-tune)" if args.no_tune else tg.tune())
+    print("teenygrad.tune():", TUNED)
     data = batches(args.steps + 3)
     steps = {"teenygrad": teenygrad_step()}
     try:

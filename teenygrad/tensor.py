@@ -420,24 +420,22 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: o
 
 def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
     """Uniform samples in [0, 1). `generator=np.random.default_rng(seed)` for a private stream."""
-    dt = _dtype_or_default(dtype)
-    if dt == int64:
-        raise TypeError("rand: dtype must be float32 or float64")
-    shape = shape_args(shape)
-    if tracing.active:  # inside teenygrad.compile's trace: an input the compiled step draws at every call
-        return tracing.hooks.random("random", shape, dt, generator)
-    return Tensor._contiguous((generator or _generator).random(prod(shape), dtype=dt), shape)
+    return _random("rand", "random", shape, dtype, generator)
 
 
 def randn(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
     """Standard normal samples (mean 0, variance 1)."""
+    return _random("randn", "standard_normal", shape, dtype, generator)
+
+
+def _random(name: str, method: str, shape: tuple, dtype: object, generator: np.random.Generator | None) -> Tensor:
     dt = _dtype_or_default(dtype)
     if dt == int64:
-        raise TypeError("randn: dtype must be float32 or float64")
+        raise TypeError(f"{name}: dtype must be float32 or float64")
     shape = shape_args(shape)
-    if tracing.active:
-        return tracing.hooks.random("standard_normal", shape, dt, generator)
-    return Tensor._contiguous((generator or _generator).standard_normal(prod(shape), dtype=dt), shape)
+    if tracing.active:  # inside teenygrad.compile's trace: an input the compiled step draws at every call
+        return tracing.hooks.random(method, shape, dt, generator)
+    return Tensor._contiguous(getattr(generator or _generator, method)(prod(shape), dtype=dt), shape)
 
 
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:

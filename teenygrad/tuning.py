@@ -29,12 +29,20 @@ MMAP_THRESHOLD, TRIM_THRESHOLD = 64 << 20, 512 << 20
 
 
 def _pool_started() -> bool:
-    """Has numba started its thread pool (so libgomp has read GOMP_SPINCOUNT already)?"""
+    """Has libgomp read GOMP_SPINCOUNT already? It does when it is loaded: by numba's first parallel kernel, or
+    by another library with OpenMP inside (PyTorch: one libgomp.so.1 then serves both, so importing torch
+    first fixes the spin count for teenygrad too)."""
     try:
         from numba.np.ufunc import parallel
+        if getattr(parallel, "_is_initialized", False):
+            return True
     except ImportError:
+        pass
+    try:
+        with open("/proc/self/maps") as maps:  # Linux: the shared libraries this process has loaded
+            return any("libgomp" in line for line in maps)
+    except OSError:
         return False
-    return bool(getattr(parallel, "_is_initialized", False))
 
 
 def _keep_freed_memory() -> bool:
@@ -54,7 +62,8 @@ def tune() -> dict[str, str]:
     if "GOMP_SPINCOUNT" in os.environ:
         done["GOMP_SPINCOUNT"] = f"left at {os.environ['GOMP_SPINCOUNT']} (set before)"
     elif _pool_started():
-        done["GOMP_SPINCOUNT"] = "not set: the thread pool already started; call tune() before the first kernel"
+        done["GOMP_SPINCOUNT"] = ("not set: OpenMP already started (a parallel kernel ran, or torch was imported); "
+                                  "call tune() first")
     else:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
         done["GOMP_SPINCOUNT"] = f"set to {SPIN_COUNT}"
