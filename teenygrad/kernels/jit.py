@@ -32,17 +32,19 @@ CHUNKS = 16                  # tasks per parallel call: a few per thread, so an 
 
 
 def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool | set = False,
-           numpy_errors: bool = False) -> Callable:
+           numpy_errors: bool = False, inline: bool = False) -> Callable:
     """Compile `fn` with numba (nopython mode, cached on disk), unless TEENYGRAD_JIT=0.
 
     numpy_errors: x / 0 gives inf or nan as in numpy instead of raising ZeroDivisionError as in Python;
-    the check for a zero divisor is a branch per division, which stops the loop from being vectorised."""
+    the check for a zero divisor is a branch per division, which stops the loop from being vectorised.
+    inline: numba pastes the body into each kernel that calls it, before compiling that kernel."""
 
     def wrap(f: Callable) -> Callable:
         if not JIT_ENABLED:
             return f
         return numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True,
-                          error_model="numpy" if numpy_errors else "python")(f)
+                          error_model="numpy" if numpy_errors else "python",
+                          inline="always" if inline else "never")(f)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -31,37 +31,34 @@ def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape):
     return A, B, c[:b0 * b1 * m * n].reshape((b0, b1, m, n))
 
 
+@kernel(inline=True)
+def _task(A, B, C, t, blocks, step, by_rows):
+    """Task t: rows (by_rows) or columns lo..hi of one product of the batch. Inlined into both drivers: called
+    as a function from the parallel loop, the copy numba loads from its disk cache ran 2.5x slower than the one
+    it had just compiled (numba issue #8085; 768x128 @ 128x512: 4.8 ms vs 1.9 ms)."""
+    i0, i1 = t // blocks // A.shape[1], t // blocks % A.shape[1]
+    lo = (t % blocks) * step
+    if by_rows:
+        hi = min(lo + step, A.shape[2])
+        if hi > lo:
+            matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
+    else:
+        hi = min(lo + step, B.shape[3])
+        if hi > lo:
+            matmul_tiled(A[i0, i1], B[i0, i1, :, lo:hi], C[i0, i1, :, lo:hi])
+
+
 @kernel
 def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step, by_rows):
     """c[:size] = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n)."""
     A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
-    for t in range(shape[0] * shape[1] * blocks):  # task t: rows (by_rows) or columns lo..hi of one product
-        i0, i1 = t // blocks // shape[1], t // blocks % shape[1]
-        lo = (t % blocks) * step
-        if by_rows:
-            hi = min(lo + step, shape[2])
-            if hi > lo:
-                matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
-        else:
-            hi = min(lo + step, shape[4])
-            if hi > lo:
-                matmul_tiled(A[i0, i1], B[i0, i1, :, lo:hi], C[i0, i1, :, lo:hi])
+    for t in range(shape[0] * shape[1] * blocks):
+        _task(A, B, C, t, blocks, step, by_rows)
 
 
 @kernel(parallel=True)
 def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step, by_rows):
-    """`matmul_views` with its tasks shared among threads. The loop body is written out here, not called as a
-    helper: with a helper taking the 4-d views, the version numba loads from its disk cache ran 2.5x slower than
-    the one it had just compiled (numba issue #8085, measured here on 768x128 @ 128x512: 4.8 ms vs 1.9 ms)."""
+    """`matmul_views` with its tasks shared among threads."""
     A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
-    for t in prange(shape[0] * shape[1] * blocks):  # task t: rows (by_rows) or columns lo..hi of one product
-        i0, i1 = t // blocks // shape[1], t // blocks % shape[1]
-        lo = (t % blocks) * step
-        if by_rows:
-            hi = min(lo + step, shape[2])
-            if hi > lo:
-                matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
-        else:
-            hi = min(lo + step, shape[4])
-            if hi > lo:
-                matmul_tiled(A[i0, i1], B[i0, i1, :, lo:hi], C[i0, i1, :, lo:hi])
+    for t in prange(shape[0] * shape[1] * blocks):
+        _task(A, B, C, t, blocks, step, by_rows)
