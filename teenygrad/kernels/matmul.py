@@ -94,10 +94,34 @@ if JIT_ENABLED:
         every `acc[j] += ...` must go to memory. A stack array provably overlaps nothing, so once the
         loops over it are unrolled LLVM keeps its elements in registers."""
         return numba.carray(_stack_buffer(n, dtype), n)
+
+    @_intrinsic
+    def _vector_store(typingctx, dst, acc, n, accumulate):
+        """dst[:n] = acc[:n], or += when `accumulate`, as one n-wide vector operation (n a constant; dst and acc
+        contiguous). Why by hand? numba switches off LLVM's SLP vectorizer, which is the pass that would join
+        the n scalar adds of a fully unrolled row into vector ones: without it a row costs n loads, adds and
+        stores instead of two of each (measured: 12% of a 768x128 @ 128x384 product, K = 128)."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+
+        def codegen(context, builder, signature, args):
+            vec = _llvm_ir.VectorType(context.get_value_type(dst.dtype), n.literal_value)
+            ptr = [builder.bitcast(context.make_array(ty)(context, builder, a).data, vec.as_pointer())
+                   for ty, a in zip(signature.args[:2], args[:2])]
+            new = builder.load(ptr[1], align=1)
+            total = builder.fadd(builder.load(ptr[0], align=1), new)
+            builder.store(builder.select(args[3], total, new), ptr[0], align=1)
+            return context.get_dummy_value()
+
+        return _types.none(dst, acc, n, accumulate), codegen
 else:
     def local_array(n, dtype):
         """Plain-Python stand-in (TEENYGRAD_JIT=0): a numpy array."""
         return np.empty(n, dtype)
+
+    def _vector_store(dst, acc, n, accumulate):
+        """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
+        dst[:n] = dst[:n] + acc[:n] if accumulate else acc[:n]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -235,8 +259,9 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
         c1[j] = 0
         c2[j] = 0
         c3[j] = 0
-        c4[j] = 0
-        c5[j] = 0
+        if MR > 4:
+            c4[j] = 0
+            c5[j] = 0
     for p in range(kc):
         x0, x1, x2, x3 = a0[p], a1[p], a2[p], a3[p]
         x4, x5 = a4[p], a5[p]
@@ -249,6 +274,15 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
             if MR > 4:
                 c4[j] += x4 * y
                 c5[j] += x5 * y
+    if mr == MR and nr == NR and out.strides[1] == out.itemsize:  # a whole tile, rows contiguous: nearly always
+        _vector_store(out[i0, j0:j0 + NR], c0, NR, accumulate)
+        _vector_store(out[i0 + 1, j0:j0 + NR], c1, NR, accumulate)
+        _vector_store(out[i0 + 2, j0:j0 + NR], c2, NR, accumulate)
+        _vector_store(out[i0 + 3, j0:j0 + NR], c3, NR, accumulate)
+        if MR > 4:
+            _vector_store(out[i0 + 4, j0:j0 + NR], c4, NR, accumulate)
+            _vector_store(out[i0 + 5, j0:j0 + NR], c5, NR, accumulate)
+        return
     _store_row(out[i0, j0:j0 + nr], nr, c0, accumulate)
     if mr > 1:
         _store_row(out[i0 + 1, j0:j0 + nr], nr, c1, accumulate)
