@@ -125,10 +125,37 @@ def book_build() -> subprocess.CompletedProcess:
     the others find them in the execution cache and only re-check the build.
     """
     (REPO / "book" / "_build").mkdir(parents=True, exist_ok=True)
+    done = REPO / "book" / "_build" / ".build-result.json"  # what this run's first build gave, for the others
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")      # the same in every worker of one pytest run
     with open(REPO / "book" / "_build" / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
+        if run_id and done.exists():
+            result = json.loads(done.read_text())
+            if result.pop("run") == run_id:
+                return subprocess.CompletedProcess(**result)
+        proc = subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
                               text=True, timeout=3600)
+        done.write_text(json.dumps({"run": run_id, "args": proc.args, "returncode": proc.returncode,
+                                    "stdout": proc.stdout, "stderr": proc.stderr}))
+        return proc
+
+
+def pytest_collection_modifyitems(config, items):
+    """Start the book build first and run the other tests beside it (the build is the longest thing the suite
+    does: it executes every chapter). The first file that needs the book goes first, its book tests at its
+    head, so one worker starts building at once; every other file needing the book goes last, when the build
+    is done, so no worker sits waiting for it. (pyproject's --no-loadscope-reorder keeps this order under
+    xdist, which otherwise orders files by their number of tests.)"""
+    def file_of(item):
+        return item.nodeid.split("::")[0]
+    book_files = list(dict.fromkeys(file_of(i) for i in items if "book_build" in getattr(i, "fixturenames", ())))
+    if not book_files:
+        return
+    first = book_files[0]
+    rank = {f: 1 for f in dict.fromkeys(map(file_of, items))}
+    rank.update({f: 2 for f in book_files})
+    rank[first] = 0
+    items.sort(key=lambda i: (rank[file_of(i)], file_of(i) == first and "book_build" not in i.fixturenames))
 
 
 @pytest.fixture(autouse=True)
