@@ -27,12 +27,12 @@ No numpy arithmetic happens here: numpy only provides storage (np.empty / np.zer
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from teenygrad.kernels.blocked import BLOCK_I, BLOCK_J, BLOCK_K, matmul_blocked  # noqa: F401 - step 3, re-exported
 from teenygrad.kernels.cpu import host, micro_kernel_shape
-from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pays, prange
+from teenygrad.kernels.jit import kernel, num_threads, parallel_pays, prange
+from teenygrad.kernels.registers import local_array, vector_store
 
 # ---------------------------------------------------------------------------------------------------
 # Tuning constants. Measured on an AMD EPYC (Zen 4: AVX-512 + FMA, 32 KiB L1d and 1 MiB L2 per core,
@@ -44,7 +44,8 @@ from teenygrad.kernels.jit import JIT_ENABLED, kernel, num_threads, parallel_pay
 # Steps 4-5 (register tiling): the micro-kernel computes an MR x NR block of C, sized for the vector unit
 # numba compiles for (teenygrad/kernels/cpu.py). AVX-512: 6 x 32, two 512-bit vectors of float32 per row,
 # 12 of the 32 registers; each step of the K loop does 6 broadcasts, 2 vector loads and 12 fused
-# multiply-adds. AVX2: 6 x 16 in 12 of 16 registers; ARM64 (NEON): 6 x 16 in 24 of 32.
+# multiply-adds. AVX2: 4 x 16 in 8 of 16 registers (6 x 16 would need 12 + 2 + 6 broadcasts: 20, and spill);
+# ARM64 (NEON): 4 x 16 in 16 of 32.
 # numba compiles MR and NR into the kernels as constants, and its disk cache is keyed on this file and the
 # target CPU's name and features, not on these values. That is safe because they are a function of exactly
 # that CPU: the same processor always gets the same shape, and another one misses the cache and recompiles.
@@ -62,66 +63,6 @@ NC = 1024   # columns of B packed at a time: the KC x NC block of B (2 MiB float
 # counts a quarter of an element operation (see teenygrad.kernels.jit), so the cut is at 64^3 multiply-adds.
 # (Measured: at 64^3 serial and parallel tie, at 128^3 parallel is ~1.5x faster. On a machine busy with
 # other work, threads that wait for a free core cost far more, another reason to stay serial when small.)
-
-
-# ---------------------------------------------------------------------------------------------------
-# A small array on the stack, for the micro-kernel's accumulators.
-# ---------------------------------------------------------------------------------------------------
-if JIT_ENABLED:
-    from llvmlite import ir as _llvm_ir
-    from numba import types as _types
-    from numba.core import cgutils as _cgutils
-    from numba.extending import intrinsic as _intrinsic
-
-    @_intrinsic
-    def _stack_buffer(typingctx, n, dtype):
-        """Pointer to `n` (a compile-time constant) uninitialised elements of `dtype` on the stack."""
-        if not isinstance(n, _types.IntegerLiteral):
-            return None
-        size = n.literal_value
-
-        def codegen(context, builder, signature, args):
-            elem = context.get_value_type(dtype.dtype)
-            return _cgutils.alloca_once(builder, elem, size=_llvm_ir.Constant(_llvm_ir.IntType(64), size))
-
-        return _types.CPointer(dtype.dtype)(n, dtype), codegen
-
-    @numba.njit(inline="always", cache=True)
-    def local_array(n, dtype):
-        """A length-`n` array on the stack (`n` must be a constant, e.g. a module-level int).
-
-        Why not np.empty? A heap array could, as far as the compiler knows, overlap the input arrays, so
-        every `acc[j] += ...` must go to memory. A stack array provably overlaps nothing, so once the
-        loops over it are unrolled LLVM keeps its elements in registers."""
-        return numba.carray(_stack_buffer(n, dtype), n)
-
-    @_intrinsic
-    def _vector_store(typingctx, dst, acc, n, accumulate):
-        """dst[:n] = acc[:n], or += when `accumulate`, as one n-wide vector operation (n a constant; dst and acc
-        contiguous). Why by hand? numba switches off LLVM's SLP vectorizer, which is the pass that would join
-        the n scalar adds of a fully unrolled row into vector ones: without it a row costs n loads, adds and
-        stores instead of two of each (measured: 12% of a 768x128 @ 128x384 product, K = 128)."""
-        if not isinstance(n, _types.IntegerLiteral):
-            return None
-
-        def codegen(context, builder, signature, args):
-            vec = _llvm_ir.VectorType(context.get_value_type(dst.dtype), n.literal_value)
-            ptr = [builder.bitcast(context.make_array(ty)(context, builder, a).data, vec.as_pointer())
-                   for ty, a in zip(signature.args[:2], args[:2])]
-            new = builder.load(ptr[1], align=1)
-            total = builder.fadd(builder.load(ptr[0], align=1), new)
-            builder.store(builder.select(args[3], total, new), ptr[0], align=1)
-            return context.get_dummy_value()
-
-        return _types.none(dst, acc, n, accumulate), codegen
-else:
-    def local_array(n, dtype):
-        """Plain-Python stand-in (TEENYGRAD_JIT=0): a numpy array."""
-        return np.empty(n, dtype)
-
-    def _vector_store(dst, acc, n, accumulate):
-        """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
-        dst[:n] = dst[:n] + acc[:n] if accumulate else acc[:n]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -275,13 +216,13 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
                 c4[j] += x4 * y
                 c5[j] += x5 * y
     if mr == MR and nr == NR and out.strides[1] == out.itemsize:  # a whole tile, rows contiguous: nearly always
-        _vector_store(out[i0, j0:j0 + NR], c0, NR, accumulate)
-        _vector_store(out[i0 + 1, j0:j0 + NR], c1, NR, accumulate)
-        _vector_store(out[i0 + 2, j0:j0 + NR], c2, NR, accumulate)
-        _vector_store(out[i0 + 3, j0:j0 + NR], c3, NR, accumulate)
+        vector_store(out[i0, j0:j0 + NR], c0, NR, accumulate)
+        vector_store(out[i0 + 1, j0:j0 + NR], c1, NR, accumulate)
+        vector_store(out[i0 + 2, j0:j0 + NR], c2, NR, accumulate)
+        vector_store(out[i0 + 3, j0:j0 + NR], c3, NR, accumulate)
         if MR > 4:
-            _vector_store(out[i0 + 4, j0:j0 + NR], c4, NR, accumulate)
-            _vector_store(out[i0 + 5, j0:j0 + NR], c5, NR, accumulate)
+            vector_store(out[i0 + 4, j0:j0 + NR], c4, NR, accumulate)
+            vector_store(out[i0 + 5, j0:j0 + NR], c5, NR, accumulate)
         return
     _store_row(out[i0, j0:j0 + nr], nr, c0, accumulate)
     if mr > 1:

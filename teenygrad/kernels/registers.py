@@ -1,0 +1,71 @@
+"""Keeping the micro-kernel's accumulators in registers (chapter 3): two things numba does not offer, built here.
+
+`local_array(n, dtype)` is a length-n array on the stack. `matmul._micro_kernel` keeps its MR x NR block of C in
+such arrays: once the loops over them are unrolled, LLVM holds every element in a vector register.
+`vector_store(dst, acc, n, accumulate)` writes such an array back as one n-wide vector operation.
+
+Both are numba intrinsics: a few lines of LLVM IR, emitted where they are called. Without the JIT
+(TEENYGRAD_JIT=0) they are plain numpy stand-ins with the same results.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from teenygrad.kernels.jit import JIT_ENABLED
+
+if JIT_ENABLED:
+    from llvmlite import ir as _llvm_ir
+    from numba import types as _types
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def _stack_buffer(typingctx, n, dtype):
+        """Pointer to `n` (a compile-time constant) uninitialised elements of `dtype` on the stack."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+        size = n.literal_value
+
+        def codegen(context, builder, signature, args):
+            elem = context.get_value_type(dtype.dtype)
+            return _cgutils.alloca_once(builder, elem, size=_llvm_ir.Constant(_llvm_ir.IntType(64), size))
+
+        return _types.CPointer(dtype.dtype)(n, dtype), codegen
+
+    @numba.njit(inline="always", cache=True)
+    def local_array(n, dtype):
+        """A length-`n` array on the stack (`n` must be a constant, e.g. a module-level int).
+
+        Why not np.empty? A heap array could, as far as the compiler knows, overlap the input arrays, so
+        every `acc[j] += ...` must go to memory. A stack array provably overlaps nothing, so once the
+        loops over it are unrolled LLVM keeps its elements in registers."""
+        return numba.carray(_stack_buffer(n, dtype), n)
+
+    @_intrinsic
+    def vector_store(typingctx, dst, acc, n, accumulate):
+        """dst[:n] = acc[:n], or += when `accumulate`, as one n-wide vector operation (n a constant; dst and acc
+        contiguous). Why by hand? numba switches off LLVM's SLP vectorizer, which is the pass that would join
+        the n scalar adds of a fully unrolled row into vector ones: without it a row costs n loads, adds and
+        stores instead of two of each (measured: 12% of a 768x128 @ 128x384 product, K = 128)."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+
+        def codegen(context, builder, signature, args):
+            vec = _llvm_ir.VectorType(context.get_value_type(dst.dtype), n.literal_value)
+            ptr = [builder.bitcast(context.make_array(ty)(context, builder, a).data, vec.as_pointer())
+                   for ty, a in zip(signature.args[:2], args[:2])]
+            new = builder.load(ptr[1], align=1)
+            total = builder.fadd(builder.load(ptr[0], align=1), new)
+            builder.store(builder.select(args[3], total, new), ptr[0], align=1)
+            return context.get_dummy_value()
+
+        return _types.none(dst, acc, n, accumulate), codegen
+else:
+    def local_array(n, dtype):
+        """Plain-Python stand-in (TEENYGRAD_JIT=0): a numpy array."""
+        return np.empty(n, dtype)
+
+    def vector_store(dst, acc, n, accumulate):
+        """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
+        dst[:n] = dst[:n] + acc[:n] if accumulate else acc[:n]
