@@ -133,52 +133,11 @@ def book_build() -> subprocess.CompletedProcess:
             result = json.loads(done.read_text())
             if result.pop("run") == run_id:
                 return subprocess.CompletedProcess(**result)
-        siblings = _other_workers()
-        _yield_to_the_build(siblings, True)
-        try:
-            proc = subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
-                                  text=True, timeout=3600)
-        finally:
-            _yield_to_the_build(_other_workers(), False)
+        proc = subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
+                              text=True, timeout=3600)
         done.write_text(json.dumps({"run": run_id, "args": proc.args, "returncode": proc.returncode,
                                     "stdout": proc.stdout, "stderr": proc.stderr}))
         return proc
-
-
-def _other_workers() -> list[int]:
-    """The process ids of this pytest run's other xdist workers (children of the same parent) and of everything
-    they have started (a grading's sandbox, the sandboxes' warm-up compile), on Linux."""
-    if "PYTEST_XDIST_WORKER" not in os.environ or not Path("/proc").is_dir():
-        return []
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found = [pid for pid in children.get(os.getppid(), []) if pid != os.getpid()]
-    for pid in found:  # grows as it goes: a breadth-first walk down each worker's tree
-        found.extend(children.get(pid, []))
-    return found
-
-
-def _yield_to_the_build(pids: list[int], idle: bool) -> None:
-    """While the book builds, the other workers' processes (every thread) run as SCHED_IDLE: they take only the
-    cycles the build leaves. The chapters' parallel kernels wait at every join for their slowest thread, and a
-    thread that wakes to find a test on its core waits for the scheduler: with a test beside them, chapters 9
-    and 10 ran three times slower than alone, and nice 10 did not help (a woken thread still waits its turn;
-    an idle-class task is preempted at once). Going back needs privileges (a CI container's root has them);
-    without them the workers stay idle-class, still running whenever a core is free."""
-    policy = getattr(os, "SCHED_IDLE" if idle else "SCHED_OTHER", None)
-    if policy is None:
-        return
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
-            try:
-                os.sched_setscheduler(int(task.name), policy, os.sched_param(0))
-            except OSError:
-                pass
 
 
 def pytest_collection_modifyitems(config, items):
