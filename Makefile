@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 help:
 	@echo "make book        build the HTML book into book/_build/html (executes the chapters)"
 	@echo "make check-book  open every page of the built book in headless chromium: no console errors, all math typeset"
-	@echo "make test        the linter (ruff), the book build, then the whole test suite"
+	@echo "make test        the linter (ruff), then the whole test suite"
 	@echo "make lint        the linter alone (configured in pyproject.toml)"
 	@echo "make lab         open the exercises in JupyterLab"
 	@echo "make check NB=exercises/01-regression.ipynb   grade one notebook"
@@ -41,13 +41,7 @@ book: $(STAMP)
 check-book: $(STAMP)
 	$(BIN)/python book/check_browser.py
 
-# The book first, alone: its chapters train GPTs with parallel kernels, whose threads wait for each other at
-# every join, and beside the tests' other worker chapters 9 and 10 ran 3x slower (a thread woken on a busy
-# core waits for the scheduler; alone, it spins and starts at once). The tests then find every chapter in the
-# execution cache. A failed build doesn't stop here: tests/test_book.py reports it with the rest.
 test: lint
-	@echo "make test: building the book first (book/_build; ~10 minutes fresh, seconds when nothing changed)"
-	$(BIN)/python book/build.py > /dev/null 2>&1 || echo "make test: the book build failed; tests/test_book.py says why"
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
