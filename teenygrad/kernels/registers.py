@@ -67,5 +67,6 @@ else:
         return np.empty(n, dtype)
 
     def vector_store(dst, acc, n, accumulate):
-        """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
-        dst[:n] = dst[:n] + acc[:n] if accumulate else acc[:n]
+        """Plain-Python stand-in (TEENYGRAD_JIT=0): the same loop as `matmul._store_row`, no numpy arithmetic."""
+        for j in range(n):
+            dst[j] = dst[j] + acc[j] if accumulate else acc[j]
