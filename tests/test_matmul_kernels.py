@@ -197,3 +197,26 @@ def test_tiled_into_causal_modes(T, N, dtype, seed):
         out = np.full((T, N), np.nan, dtype)
         mm.matmul_tiled_into(tri, v, out, bp, edge, mode)
         check(out, tri, v)
+
+
+@pytest.mark.skipif(os.environ.get("TEENYGRAD_JIT", "1") == "0", reason="compiles with numba")
+@settings(max_examples=15, deadline=None)
+@given(M=st.integers(1, 9), K=st.integers(1, 9), N=st.integers(1, 9), seed=st.integers(0, 2**32 - 1))
+def test_any_layout_compiles_one_version_per_dtype(M, K, N, seed):
+    """jit.any_layout: operands of every layout (contiguous, transposed, strided) run one compiled version per
+    dtype (numba would compile one per combination of layouts), with the results of each."""
+    import numba
+
+    from teenygrad.kernels.jit import any_layout
+
+    naive = numba.njit(mm.matmul_naive.py_func)  # a fresh dispatcher: nothing compiled yet
+    fn = any_layout(naive)
+    rng = np.random.default_rng(seed)
+    for dtype in DTYPES:
+        a, b = operands(rng, M, K, N, dtype)
+        a_t = np.ascontiguousarray(a.T).T                       # 'F' layout
+        b_s = np.repeat(b, 2, axis=1)[:, ::2]                   # 'A' layout, the same values as b
+        for x, y in [(a, b), (a_t, b), (a, b_s), (a_t, b_s), (a[:, :], b[:, :])]:
+            check(run(fn, x, y), a, b)
+    assert len(naive.signatures) == len(DTYPES)
+    assert {sig[0].layout for sig in naive.signatures} == {"A"}

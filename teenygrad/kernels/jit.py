@@ -22,6 +22,7 @@ import os
 from typing import Callable, Iterator
 
 import numba
+import numpy as np
 
 JIT_ENABLED = os.environ.get("TEENYGRAD_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -47,6 +48,31 @@ def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool
                           inline="always" if inline else "never")(f)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def any_layout(fn: Callable) -> Callable:
+    """`fn` (a kernel) compiled once per dtype and rank of its array arguments, whatever their layouts.
+
+    numba compiles a kernel again for each combination of layouts it is called with: 'C' (contiguous), 'F'
+    (a transpose) or 'A' (any strides). For the matmul kernels, which read every operand through its strides
+    anyway, that was up to nine copies per dtype of the slowest code to compile in the package (15 s each for
+    the parallel one). This calls the single version typed 'A' (any strides), which reads them all."""
+    if not JIT_ENABLED:
+        return fn
+    versions: dict[tuple, Callable] = {}
+    array = np.ndarray
+
+    def call(*args: object) -> object:
+        key = tuple([(a.dtype, a.ndim, a.flags.writeable) if type(a) is array else type(a) for a in args])
+        version = versions.get(key)
+        if version is None:  # compiled (or loaded from numba's disk cache) once per key
+            version = versions[key] = fn.compile(tuple(
+                numba.types.Array(numba.from_dtype(a.dtype), a.ndim, "A", readonly=not a.flags.writeable)
+                if type(a) is array else numba.typeof(a) for a in args))
+        return version(*args)
+
+    call.__name__, call.__doc__ = fn.__name__, fn.__doc__
+    return call
 
 
 def num_threads() -> int:

@@ -31,7 +31,7 @@ import numpy as np
 
 from teenygrad.kernels.blocked import BLOCK_I, BLOCK_J, BLOCK_K, matmul_blocked  # noqa: F401 - step 3, re-exported
 from teenygrad.kernels.cpu import host, micro_kernel_shape
-from teenygrad.kernels.jit import kernel, num_threads, parallel_pays, prange
+from teenygrad.kernels.jit import any_layout, kernel, num_threads, parallel_pays, prange
 from teenygrad.kernels.registers import local_array, vector_store
 
 # ---------------------------------------------------------------------------------------------------
@@ -322,6 +322,7 @@ def matmul_tiled_into(a, b, out, bp, edge, causal=0):
 # ---------------------------------------------------------------------------------------------------
 # 5. Parallel
 # ---------------------------------------------------------------------------------------------------
+@any_layout  # called from Python with operands of every layout: one version reads them all (see any_layout)
 @kernel(parallel=True)
 def _matmul_parallel(a, b, out, tasks, by_rows):
     M = a.shape[0]
@@ -372,9 +373,13 @@ def matmul(a, b, out):
     if parallel_pays(M * N * K // 4):
         matmul_parallel(a, b, out)
     else:
-        matmul_tiled(a, b, out)
+        _matmul_tiled_any_layout(a, b, out)
 
 
+_matmul_tiled_any_layout = any_layout(matmul_tiled)  # `matmul_tiled` itself stays callable from kernels
+
+
+@any_layout
 @kernel(parallel=True)
 def _batched_over_batch(a, b, out):
     """One serial tiled matmul per batch element, batch elements shared among threads."""
