@@ -283,7 +283,17 @@ def matmul_tiled_into(a, b, out, bp, edge, causal=0):
       1: only out[i, j] with j <= i is wanted (S = q k^T): micro-tiles wholly above the diagonal are not
          computed, and are left as they were;
       2: a[i, k] = 0 for k > i (y = P v, P lower-triangular): each strip of rows stops at its last row's k;
-      3: a[i, k] = 0 for k < i (P^T g): each strip starts at its first row's k."""
+      3: a[i, k] = 0 for k < i (P^T g): each strip starts at its first row's k.
+
+    The work is done by `_tiled_into`, handed views of any strides and `causal` as a plain integer: numba then
+    compiles it once per dtype, not once for each combination of layouts and mode its callers pass (attention's
+    kernels took 25 s to compile, 17 s so)."""
+    _tiled_into(a[:, :], b[:, :], out[:, :], bp, edge, causal + 0)
+
+
+@kernel
+def _tiled_into(a, b, out, bp, edge, causal):
+    """The body of `matmul_tiled_into`."""
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
