@@ -145,3 +145,35 @@ def test_table_output_lists_parts_and_total(tmp_path):
     assert re.search(r"total\s+0 / \d+", proc.stdout), proc.stdout
     assert "NotImplementedError" in proc.stdout and "Feedback:" in proc.stdout
     assert (tmp_path / "ex.feedback.html").exists()
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_graders_started_together_build_the_warm_cache_once(fails, tmp_path, monkeypatch):
+    """Two graders asking for the warm numba cache at once: one compiles it, the other waits and uses it
+    (the warm-up itself is replaced by a stand-in that takes a moment). A failed warm-up is not handed on."""
+    import subprocess
+    import threading
+    import time
+
+    from autograder import warm
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs = []
+
+    def warm_up(*args, **kwargs):
+        runs.append(threading.get_ident())
+        time.sleep(0.5)
+        return subprocess.CompletedProcess(args, 1 if fails else 0, "", "no compiler here")
+
+    monkeypatch.setattr(warm.subprocess, "run", warm_up)
+    got = [None, None]
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, warm.numba_cache())) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if fails:  # each grader tries in turn and falls back to compiling in its sandboxes; nothing half-built stays
+        assert got == [None, None] and len(runs) == 2
+        assert [p.name for p in (tmp_path / "teenygrad" / "numba").iterdir() if p.is_dir()] == []
+    else:
+        assert len(runs) == 1 and got[0] == got[1] and got[0].is_dir()
