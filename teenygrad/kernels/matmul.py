@@ -58,6 +58,8 @@ KC = 512    # depth of a packed panel. Each micro-kernel call costs ~60 ns of fi
             # feeds 64 bytes per cycle, enough for the 2 loads per 12 FMAs the micro-kernel needs; the
             # MR x KC block of A it meets (12 KiB) stays in L1.
 NC = 1024   # columns of B packed at a time: the KC x NC block of B (2 MiB float32), in L2 and L3
+# Re-measured on a Zen 3 (AVX2, 4 x 16 micro-kernel, 32 KiB L1d, 512 KiB L2), single thread and parallel, on the
+# GPT's products: KC from 256 to 512 and NC from 128 to 1024 all came within 3% of each other.
 
 # `matmul` goes parallel when `parallel_pays(M*N*K // 4)`: a multiply-add in the micro-kernel's registers
 # counts a quarter of an element operation (see teenygrad.kernels.jit), so the cut is at 64^3 multiply-adds.
