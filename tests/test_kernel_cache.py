@@ -56,3 +56,89 @@ def test_read_only_package_falls_back_to_a_user_cache(tmp_path):
     assert first["misses"] > 0  # compiled in the first process (nothing in the sandbox's new HOME yet)
     assert second["misses"] == 0  # ... and loaded from the fallback cache in the second
     assert list((work / "home").rglob("*.nbi"))  # numba's index files landed in the user cache
+
+
+MODULE = """
+from teenygrad.kernels.jit import kernel
+
+
+@kernel
+def twice(x):
+    out = x.copy()
+    for i in range(x.size):
+        out[i] = x[i] * 2
+    return out
+"""
+
+CALLS = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import twice_kernel as m
+values = [m.twice(np.arange(3, dtype=d)).tolist() for d in sys.argv[2].split(",")]
+print(json.dumps({"values": values, "misses": sum(m.twice.stats.cache_misses.values())}))
+"""
+
+
+def _calls(folder: Path, dtypes: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(course.REPO)}
+    env.pop("NUMBA_CACHE_DIR", None)  # the cache beside the module, in folder/__pycache__
+    proc = subprocess.run([sys.executable, "-c", CALLS, str(folder), dtypes], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("serial", [True, False])
+def test_two_processes_saving_one_kernel_keep_both_versions(serial, tmp_path, monkeypatch):
+    """Two savers of one function's index (as two processes compiling different versions at once), each slowed
+    between reading the index and writing it, so numba's own save would give both versions one data file."""
+    import threading
+    import time
+
+    from numba.core.caching import IndexDataCacheFile
+
+    from teenygrad.kernels import jit
+
+    kind = jit._SerialIndex if serial else IndexDataCacheFile
+    savers = [kind(str(tmp_path), "k", "stamp") for _ in range(2)]
+    read = kind._load_index
+
+    def slow_read(self):
+        index = read(self)
+        time.sleep(0.3)
+        return index
+
+    monkeypatch.setattr(kind, "_load_index", slow_read)
+    threads = [threading.Thread(target=s.save, args=(f"key{i}", f"code{i}")) for i, s in enumerate(savers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.setattr(kind, "_load_index", read)
+    kept = {key: savers[0].load(key) for key in ("key0", "key1")}
+    if serial:
+        assert kept == {"key0": "code0", "key1": "code1"}
+    else:  # numba alone: one version lost or, worse, pointing at the other's code
+        assert kept != {"key0": "code0", "key1": "code1"}
+
+
+def test_a_cached_version_for_other_types_is_compiled_again(tmp_path):
+    """An index that points a signature at another version's machine code (what the race above leaves) must not
+    run that code: numba alone ran the int64 version on a float64 array and returned garbage."""
+    import pickle
+
+    (tmp_path / "twice_kernel.py").write_text(MODULE)
+    assert _calls(tmp_path, "float64,int64")["values"] == [[0, 2, 4], [0, 2, 4]]
+    [index] = (tmp_path / "__pycache__").glob("*.nbi")
+    with open(index, "rb") as f:
+        version, stamp_and_entries = pickle.load(f), f.read()
+    stamp, entries = pickle.loads(stamp_and_entries)
+    (a, name_a), (b, name_b) = entries.items()
+    entries = {a: name_b, b: name_a}  # swapped
+    with open(index, "wb") as f:
+        pickle.dump(version, f, protocol=-1)
+        f.write(pickle.dumps((stamp, entries)))
+    again = _calls(tmp_path, "float64,int64")
+    assert again["values"] == [[0, 2, 4], [0, 2, 4]] and again["misses"] == 2  # both compiled again, right
+    assert _calls(tmp_path, "float64,int64")["misses"] == 0  # ... and saved over the wrong entries

@@ -4,7 +4,7 @@ Every kernel is a plain Python function decorated with `@kernel` (or `@kernel(pa
 `from teenygrad.kernels import kernel`. Numba compiles it to machine code on first call and caches the result
 on disk (`cache=True`): in `__pycache__` beside the source, or, when the package directory is read-only, in
 numba's per-user cache directory (set NUMBA_CACHE_DIR to choose another), so a second Python process starts
-without recompiling.
+without recompiling. Saves to that cache go through `_SerialCache` (below): one process at a time per function.
 
 Debugging switch: `TEENYGRAD_JIT=0` (set before importing teenygrad) runs every kernel as plain Python,
 so print() and pdb work inside kernels. Slow, but the results are the same.
@@ -18,6 +18,7 @@ it saves, measured on the kernels of chapters 3 and 9 on 2 cores.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from typing import Callable, Iterator
 
@@ -27,6 +28,49 @@ import numpy as np
 JIT_ENABLED = os.environ.get("TEENYGRAD_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 prange = numba.prange if JIT_ENABLED else range
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; saves stay as numba makes them
+    fcntl = None
+
+if JIT_ENABLED:
+    from numba.core import sigutils
+    from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+    class _SerialIndex(IndexDataCacheFile):
+        """numba's index of one function's cached versions (signature -> data file), saved under a lock.
+
+        numba saves a version by reading the index, taking the first free data file name, and writing both.
+        Two processes saving versions of one function at once (the compiler's workers, two test workers, the
+        book beside a grader) can take the same name, and the index then points one version's signature at
+        the other's machine code, which numba loads without checking: a float64 call ran int64 code and
+        returned garbage. Here one process saves at a time, and the code is written before its entry."""
+
+        def save(self, key: object, data: object) -> None:
+            with open(self._index_path + ".lock", "a") as lock:
+                if fcntl is not None:
+                    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+                index = self._load_index()
+                taken = set(index.values())
+                name = index.get(key) or next(n for i in itertools.count(1) if (n := self._data_name(i)) not in taken)
+                self._save_data(name, data)
+                index[key] = name
+                self._save_index(index)
+
+    class _SerialCache(FunctionCache):
+        """numba's disk cache of a function, saving through `_SerialIndex`; a loaded version compiled for other
+        argument types (an index left wrong by an older numba or teenygrad) is not used: it is compiled again."""
+
+        def __init__(self, py_func: Callable) -> None:
+            super().__init__(py_func)
+            self._cache_file = _SerialIndex(self._cache_path, self._impl.filename_base,
+                                            self._impl.locator.get_source_stamp())
+
+        def _load_overload(self, sig: object, target_context: object) -> object:
+            cres = super()._load_overload(sig, target_context)
+            wanted = tuple(sigutils.normalize_signature(sig)[0])
+            return cres if cres is None or tuple(cres.signature.args) == wanted else None
 
 PARALLEL_MIN_WORK = 1 << 16  # element operations below which a kernel stays on the calling thread
 CHUNKS = 16                  # tasks per parallel call: a few per thread, so an unlucky thread catches up
@@ -43,9 +87,11 @@ def kernel(fn: Callable | None = None, *, parallel: bool = False, fastmath: bool
     def wrap(f: Callable) -> Callable:
         if not JIT_ENABLED:
             return f
-        return numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True,
-                          error_model="numpy" if numpy_errors else "python",
-                          inline="always" if inline else "never")(f)
+        compiled = numba.njit(cache=True, parallel=parallel, fastmath=fastmath, nogil=True,
+                              error_model="numpy" if numpy_errors else "python",
+                              inline="always" if inline else "never")(f)
+        compiled._cache = _SerialCache(f)  # numba's disk cache, saved one process at a time (above)
+        return compiled
 
     return wrap(fn) if fn is not None else wrap
 
