@@ -10,7 +10,6 @@ of that folder. Only teenygrad's own code is compiled here, never a solution.
 from __future__ import annotations
 
 import compileall
-import contextlib
 import fcntl
 import hashlib
 import os
@@ -40,22 +39,13 @@ def numba_cache(log=None) -> Path | None:
     if done.is_dir():
         return done
     cache_root.mkdir(parents=True, exist_ok=True)
-    with _one_at_a_time(cache_root / f".{_key()}.lock"):
+    # Graders started together (a class batch beside a self-learner's check, parallel test workers) would each
+    # spend minutes compiling the same cache on the same cores; the first builds it, the others wait for it.
+    with open(cache_root / f".{_key()}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
         if done.is_dir():  # another grader built it while this one waited
             return done
         return _build_numba_cache(cache_root, done, log)
-
-
-@contextlib.contextmanager
-def _one_at_a_time(lock: Path):
-    # Graders started together (a class batch beside a self-learner's check, parallel test workers) would each
-    # spend minutes compiling the same cache on the same cores; the first builds it, the others wait for it.
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build_numba_cache(cache_root: Path, done: Path, log) -> Path | None:
