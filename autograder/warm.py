@@ -72,21 +72,25 @@ def _warm_up(env: dict) -> str:
     see teenygrad.kernels.jit): about a minute instead of two."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     halves = [["float32"], ["float64"]] if cores > 1 else [[]]
+    logs = [tempfile.TemporaryFile("w+") for _ in halves]  # not pipes: a full pipe would stall a half
     procs = [subprocess.Popen([sys.executable, "-m", "autograder.warm_up", *half], env=env, cwd=course.REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for half in halves]
+                              stdout=subprocess.DEVNULL, stderr=log) for half, log in zip(halves, logs)]
     errors = []
     try:
-        for proc in procs:
+        for proc, log in zip(procs, logs):
             try:
-                _, err = proc.communicate(timeout=1800)
+                proc.wait(timeout=1800)
+                log.seek(0)
+                err = log.read()
             except subprocess.TimeoutExpired:
                 proc.kill()
                 err = "the warm-up took more than 30 minutes"
             if proc.returncode != 0:
                 errors.append(err or f"exit status {proc.returncode}")
     finally:
-        for proc in procs:
+        for proc, log in zip(procs, logs):
             proc.kill()
+            log.close()
     return "\n".join(errors)
 
 
