@@ -70,8 +70,9 @@ def _warm_up(env: dict) -> str:
     """Run `autograder.warm_up` in env; its errors, or "" if it worked. With two cores or more its float32 and
     float64 halves run at once (numba compiles on one core; the cache takes their saves one process at a time,
     see teenygrad.kernels.jit): about a minute instead of two."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    halves = [["float32"], ["float64"]] if cores > 1 else [[]]
+    from teenygrad.kernels.cpu import usable_cores
+
+    halves = [["float32"], ["float64"]] if usable_cores() > 1 else [[]]
     logs = [tempfile.TemporaryFile("w+") for _ in halves]  # not pipes: a full pipe would stall a half
     procs = [subprocess.Popen([sys.executable, "-m", "autograder.warm_up", *half], env=env, cwd=course.REPO,
                               stdout=subprocess.DEVNULL, stderr=log) for half, log in zip(halves, logs)]
