@@ -32,7 +32,7 @@ import numpy as np
 from teenygrad.kernels.blocked import BLOCK_I, BLOCK_J, BLOCK_K, matmul_blocked  # noqa: F401 - step 3, re-exported
 from teenygrad.kernels.cpu import host, micro_kernel_shape
 from teenygrad.kernels.jit import any_layout, kernel, num_threads, parallel_pays, prange
-from teenygrad.kernels.registers import local_array, vector_store
+from teenygrad.kernels.registers import local_array, vector_store, vector_zero
 
 # ---------------------------------------------------------------------------------------------------
 # Tuning constants. Measured on an AMD EPYC (Zen 4: AVX-512 + FMA, 32 KiB L1d and 1 MiB L2 per core,
@@ -52,8 +52,8 @@ from teenygrad.kernels.registers import local_array, vector_store
 MR, NR = micro_kernel_shape(host().vector)
 assert MR in (4, 6), "the micro-kernel below writes out six accumulator rows by hand, the last two optional"
 # Cache blocking around the micro-kernel (as in BLIS / GotoBLAS), tuned by measurement:
-KC = 512    # depth of a packed panel. Each micro-kernel call costs ~60 ns of fixed overhead (setup, write
-            # back of C), so deep panels amortise it, and C is read and written only K/KC times. The
+KC = 512    # depth of a packed panel. Each tile costs a fixed ~40 ns beside its multiply-adds (clearing and
+            # writing back C), so deep panels amortise it, and C is read and written only K/KC times. The
             # KC x NR micro-panel of B (64 KiB float32) then lives in L2 rather than L1: Zen 4's L2
             # feeds 64 bytes per cycle, enough for the 2 loads per 12 FMAs the micro-kernel needs; the
             # MR x KC block of A it meets (12 KiB) stays in L1.
@@ -163,14 +163,16 @@ def _store_row(out_row, nr, acc, accumulate):
 
 
 @kernel(fastmath=True)
-def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
-    """The register-tiled heart: C[i0:i0+MR, j0:j0+NR] (+)= a_rows @ b_panel, over the full depth kc.
+def _micro_kernel(a_rows, bp, b0, step, out, i0, j0, nc, tiles, mr, accumulate):
+    """The register-tiled heart: C[i0:i0+MR, j0:j0+NR] (+)= a_rows @ b_panel over the full depth kc = a_rows.shape[1],
+    for `tiles` tiles side by side (j0, j0 + NR, ...: one strip of C, `nc` columns wide, sharing its rows of A).
 
     `a_rows` is an MR x kc block of A, read where it lies (any strides: MR rows of A, or MR neighbouring
-    columns of a transposed A); `b_panel = bp[b0:]` is a packed kc x NR panel of B (b_panel[p*NR + j] =
-    B[p, j0 + j]). Slicing it to start at index 0 lets the compiler see every index below is non-negative
-    and skip numpy's negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous loads become slow
-    gathers.
+    columns of a transposed A); tile t's `b_panel = bp[b0 + t*step:]` is a packed kc x NR panel of B
+    (b_panel[p*NR + j] = B[p, j0 + t*NR + j]). Slicing it to start at index 0 lets the compiler see every index
+    below is non-negative and skip numpy's negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous
+    loads become slow gathers. (The loop over tiles is here, not in the caller, because each call of a compiled
+    function costs ~30 ns of setup, a tenth of a tile's work when kc = 128.)
 
     The MR x NR block of C is held in accumulator rows c0..c5 (written out by hand; with MR = 4 the
     `if MR > 4` rows are compiled out, MR being a constant), each
@@ -188,7 +190,7 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
     Edges: the packed B panel is zero-padded, so the full MR x NR block is always computed; only the
     valid `mr` x `nr` corner is written back.
     """
-    b_panel = bp[b0:b0 + kc * NR]
+    kc = a_rows.shape[1]
     a0, a1, a2, a3 = a_rows[0], a_rows[1], a_rows[2], a_rows[3]
     a4, a5 = a_rows[MR - 2], a_rows[MR - 1]  # rows 4 and 5 when MR = 6 (with MR = 4, unused)
     c0 = local_array(NR, bp.dtype)
@@ -197,46 +199,48 @@ def _micro_kernel(a_rows, bp, b0, kc, out, i0, j0, mr, nr, accumulate):
     c3 = local_array(NR, bp.dtype)
     c4 = local_array(NR, bp.dtype)
     c5 = local_array(NR, bp.dtype)
-    for j in range(NR):
-        c0[j] = 0
-        c1[j] = 0
-        c2[j] = 0
-        c3[j] = 0
+    for t in range(tiles):
+        b_panel = bp[b0 + t * step:b0 + t * step + kc * NR]
+        j, nr = j0 + t * NR, min(NR, nc - t * NR)
+        vector_zero(c0, NR)
+        vector_zero(c1, NR)
+        vector_zero(c2, NR)
+        vector_zero(c3, NR)
         if MR > 4:
-            c4[j] = 0
-            c5[j] = 0
-    for p in range(kc):
-        x0, x1, x2, x3 = a0[p], a1[p], a2[p], a3[p]
-        x4, x5 = a4[p], a5[p]
-        for j in range(NR):
-            y = b_panel[p * NR + j]
-            c0[j] += x0 * y
-            c1[j] += x1 * y
-            c2[j] += x2 * y
-            c3[j] += x3 * y
+            vector_zero(c4, NR)
+            vector_zero(c5, NR)
+        for p in range(kc):
+            x0, x1, x2, x3 = a0[p], a1[p], a2[p], a3[p]
+            x4, x5 = a4[p], a5[p]
+            for jj in range(NR):
+                y = b_panel[p * NR + jj]
+                c0[jj] += x0 * y
+                c1[jj] += x1 * y
+                c2[jj] += x2 * y
+                c3[jj] += x3 * y
+                if MR > 4:
+                    c4[jj] += x4 * y
+                    c5[jj] += x5 * y
+        if mr == MR and nr == NR and out.strides[1] == out.itemsize:  # a whole tile, rows contiguous: nearly always
+            vector_store(out[i0, j:j + NR], c0, NR, accumulate)
+            vector_store(out[i0 + 1, j:j + NR], c1, NR, accumulate)
+            vector_store(out[i0 + 2, j:j + NR], c2, NR, accumulate)
+            vector_store(out[i0 + 3, j:j + NR], c3, NR, accumulate)
             if MR > 4:
-                c4[j] += x4 * y
-                c5[j] += x5 * y
-    if mr == MR and nr == NR and out.strides[1] == out.itemsize:  # a whole tile, rows contiguous: nearly always
-        vector_store(out[i0, j0:j0 + NR], c0, NR, accumulate)
-        vector_store(out[i0 + 1, j0:j0 + NR], c1, NR, accumulate)
-        vector_store(out[i0 + 2, j0:j0 + NR], c2, NR, accumulate)
-        vector_store(out[i0 + 3, j0:j0 + NR], c3, NR, accumulate)
-        if MR > 4:
-            vector_store(out[i0 + 4, j0:j0 + NR], c4, NR, accumulate)
-            vector_store(out[i0 + 5, j0:j0 + NR], c5, NR, accumulate)
-        return
-    _store_row(out[i0, j0:j0 + nr], nr, c0, accumulate)
-    if mr > 1:
-        _store_row(out[i0 + 1, j0:j0 + nr], nr, c1, accumulate)
-    if mr > 2:
-        _store_row(out[i0 + 2, j0:j0 + nr], nr, c2, accumulate)
-    if mr > 3:
-        _store_row(out[i0 + 3, j0:j0 + nr], nr, c3, accumulate)
-    if mr > 4:
-        _store_row(out[i0 + 4, j0:j0 + nr], nr, c4, accumulate)
-    if mr > 5:
-        _store_row(out[i0 + 5, j0:j0 + nr], nr, c5, accumulate)
+                vector_store(out[i0 + 4, j:j + NR], c4, NR, accumulate)
+                vector_store(out[i0 + 5, j:j + NR], c5, NR, accumulate)
+            continue
+        _store_row(out[i0, j:j + nr], nr, c0, accumulate)
+        if mr > 1:
+            _store_row(out[i0 + 1, j:j + nr], nr, c1, accumulate)
+        if mr > 2:
+            _store_row(out[i0 + 2, j:j + nr], nr, c2, accumulate)
+        if mr > 3:
+            _store_row(out[i0 + 3, j:j + nr], nr, c3, accumulate)
+        if mr > 4:
+            _store_row(out[i0 + 4, j:j + nr], nr, c4, accumulate)
+        if mr > 5:
+            _store_row(out[i0 + 5, j:j + nr], nr, c5, accumulate)
 
 
 @kernel
@@ -254,7 +258,7 @@ def matmul_tiled(a, b, out):
       jc: NC columns of B at a time     -> pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels
       pc: KC deep at a time             -> (as above)
       ir: MR rows of A at a time        -> an MR x KC block of A, read in place (it stays in L1)
-      jr: NR columns at a time          -> the micro-kernel, accumulators in registers
+      jr: NR columns at a time          -> the micro-kernel (one call per strip), accumulators in registers
     Packing copies each block of B once into exactly the order the micro-kernel reads it, so its inner
     loop is pure contiguous loads; the copy costs O(KN) and is amortised over all M rows. A is not
     packed: the micro-kernel needs only six of its values per step, and reading them in place costs the
@@ -324,11 +328,11 @@ def _tiled_into(a, b, out, bp, edge, causal):
                     k1 = min(kc, max(0, ir + mr - pc))
                 elif causal == 3:
                     k0 = min(kc, max(0, ir - pc))
-                for jr in range(0, nc, NR):
-                    if causal == 1 and jc + jr > ir + mr - 1:
-                        break  # this tile and the ones right of it lie above the diagonal
-                    _micro_kernel(a_rows[:, k0:k1], bp, jr * kc + k0 * NR, k1 - k0, out, ir, jc + jr, mr,
-                                  min(NR, nc - jr), pc > 0)
+                width = nc  # the columns this strip needs: all, unless causal 1 leaves tiles above the diagonal
+                if causal == 1:
+                    width = min(nc, max(0, ir + mr - jc))
+                _micro_kernel(a_rows[:, k0:k1], bp, k0 * NR, kc * NR, out, ir, jc, nc, (width + NR - 1) // NR, mr,
+                              pc > 0)
 
 
 # ---------------------------------------------------------------------------------------------------
