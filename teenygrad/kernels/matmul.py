@@ -129,6 +129,9 @@ def _pack_b_panel(b, p0, kc, j0, n, bp, base):
     if b.strides[0] >= b.strides[1]:  # rows of b contiguous (or nearly): copy row by row
         for p in range(kc):
             src, dst = b[p0 + p, j0:j0 + n], panel[p * NR:(p + 1) * NR]  # slices indexed from 0 (see step 3)
+            if n == NR and b.strides[1] == b.itemsize:  # a whole contiguous row: one vector copy (numba's loop
+                vector_store(dst, src, NR, False)       # over a strided view copies one float at a time, and for
+                continue                                # a short A, M = 128, packing B took a tenth of the product)
             for j in range(n):
                 dst[j] = src[j]
             for j in range(n, NR):
