@@ -91,6 +91,20 @@ def test_fast_kernels_read_strided_operands(M, K, N, dtype, seed, a_t, b_t, step
         check(run(fn, a, b), np.ascontiguousarray(a), np.ascontiguousarray(b))
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(M=st.integers(1, 40), K=st.integers(mm.KC - 3, mm.KC + 40), N=st.integers(2 * mm.NR + 1, 3 * mm.NR + 5),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**32 - 1))
+def test_a_transposed_a_is_copied_strip_by_strip(M, K, N, dtype, seed):
+    """A transposed A (a weight's gradient, x^T g) wide enough to share is copied one strip at a time before the
+    micro-kernel reads it: right across depth blocks (K around KC), with leftover rows, and next to a
+    strided A that is not copied."""
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    for a in [rng.standard_normal((K, M)).astype(dtype).T, rng.standard_normal((K, 2 * M)).astype(dtype).T[::2]]:
+        for fn in [mm.matmul_tiled, mm.matmul]:
+            check(run(fn, a, b), np.ascontiguousarray(a), b)
+
+
 def test_k_zero_gives_zeros():
     for fn in [*mm.KERNELS.values(), mm.matmul]:
         out = np.full((3, 4), 7.0, np.float32)

@@ -52,7 +52,7 @@ from teenygrad.kernels.registers import local_array, vector_store, vector_zero
 MR, NR = micro_kernel_shape(host().vector)
 assert MR in (4, 6), "the micro-kernel below writes out six accumulator rows by hand, the last two optional"
 # Cache blocking around the micro-kernel (as in BLIS / GotoBLAS), tuned by measurement:
-KC = 512    # depth of a packed panel. Each tile costs a fixed ~40 ns beside its multiply-adds (clearing and
+KC = 512    # depth of a packed panel. Each tile costs a fixed ~30 ns beside its multiply-adds (clearing and
             # writing back C), so deep panels amortise it, and C is read and written only K/KC times. The
             # KC x NR micro-panel of B (64 KiB float32) then lives in L2 rather than L1: Zen 4's L2
             # feeds 64 bytes per cycle, enough for the 2 loads per 12 FMAs the micro-kernel needs; the
@@ -174,8 +174,9 @@ def _micro_kernel(a_rows, bp, b0, step, out, i0, j0, nc, tiles, mr, accumulate):
     columns of a transposed A); tile t's `b_panel = bp[b0 + t*step:]` is a packed kc x NR panel of B
     (b_panel[p*NR + j] = B[p, j0 + t*NR + j]). Slicing it to start at index 0 lets the compiler see every index
     below is non-negative and skip numpy's negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous
-    loads become slow gathers. (The loop over tiles is here, not in the caller, because each call of a compiled
-    function costs ~30 ns of setup, a tenth of a tile's work when kc = 128.)
+    loads become slow gathers. (The loop over tiles is here, not in the caller, because a call of a compiled
+    function has setup costs of its own: with one call per tile, a tile's fixed cost was ~75 ns, a third of its
+    multiply-adds when kc = 128; now ~30 ns.)
 
     The MR x NR block of C is held in accumulator rows c0..c5 (written out by hand; with MR = 4 the
     `if MR > 4` rows are compiled out, MR being a constant), each
@@ -260,14 +261,19 @@ def matmul_tiled(a, b, out):
     Loops, outermost first:
       jc: NC columns of B at a time     -> pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels
       pc: KC deep at a time             -> (as above)
-      ir: MR rows of A at a time        -> an MR x KC block of A, read in place (it stays in L1)
+      ir: MR rows of A at a time        -> an MR x KC strip of A, read in place (it stays in L1)
       jr: NR columns at a time          -> the micro-kernel (one call per strip), accumulators in registers
     Packing copies each block of B once into exactly the order the micro-kernel reads it, so its inner
     loop is pure contiguous loads; the copy costs O(KN) and is amortised over all M rows. A is not
-    packed: the micro-kernel needs only six of its values per step, and reading them in place costs the
-    same as from a packed copy. (BLIS packs A too, which pays when N is large; for the narrow products of
-    a small transformer, N = 128, packing A took a third of the time.) The last rows, when M is not a
-    multiple of MR, are copied into a block of MR rows, so the micro-kernel never reads past A.
+    packed when its rows are contiguous: the micro-kernel needs only MR of its values per step, one from
+    each of MR rows, and reading them in place costs the same as from a packed copy. (BLIS packs all of A,
+    which pays when N is large; for the narrow products of a small transformer, N = 128, it took a third of
+    the time.) A transposed A (a weight's gradient, x^T g) is the exception: its strip's MR values at each
+    depth lie side by side, but each depth is a whole row of x further on, so the strip spans KC cache lines
+    that, at strides such as 3 KiB, fall into a few cache sets and evict each other before the next tile
+    reads them again. It is copied, MR values at a time, into a small contiguous block first (measured:
+    the GPT's weight gradients 6-50% faster). The last rows, when M is not a multiple of MR, are copied
+    into a block of MR rows, so the micro-kernel never reads past A.
     The first KC slice writes C, later slices add to it (so `out` needs no zeroing unless K == 0).
     Any strides work: the parallel kernel hands it blocks of rows or columns, the linear layer W^T.
     """
@@ -312,6 +318,9 @@ def _tiled_into(a, b, out, bp, edge, causal):
         return
     if bp.size < ((min(NC, N) + NR - 1) // NR) * NR * min(KC, K) or edge.shape[1] < min(KC, K):
         raise ValueError("matmul_tiled_into: scratch buffers too small for this product")
+    # a transposed A, its strips shared by more than two tiles: copy each strip first (see matmul_tiled)
+    copy_a = a.strides[0] == a.itemsize and a.strides[1] != a.itemsize and N > 2 * NR
+    strip = np.empty((min(KC, K) if copy_a else 0, MR), a.dtype)  # strip[p, i] = A[ir + i, pc + p]
     for jc in range(0, N, NC):
         nc = min(NC, N - jc)
         for pc in range(0, K, KC):
@@ -319,7 +328,11 @@ def _tiled_into(a, b, out, bp, edge, causal):
             _pack_b(b, pc, kc, jc, nc, bp)
             for ir in range(0, M, MR):
                 mr = min(MR, M - ir)
-                if mr == MR:
+                if mr == MR and copy_a:
+                    for p in range(kc):  # the MR values of one depth: a contiguous vector copy
+                        vector_store(strip[p], a[ir:ir + MR, pc + p], MR, False)
+                    a_rows = strip[:kc].T
+                elif mr == MR:
                     a_rows = a[ir:ir + MR, pc:pc + kc]
                 else:  # the last few rows: copy them into the MR-row block (rows past mr are never stored)
                     for i in range(mr):
