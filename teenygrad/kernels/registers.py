@@ -43,19 +43,23 @@ if JIT_ENABLED:
         loops over it are unrolled LLVM keeps its elements in registers."""
         return numba.carray(_stack_buffer(n, dtype), n)
 
+    def _vector_at(context, builder, array_type, array, n):
+        """The first n elements of an array (its data pointer), as a pointer to one n-wide LLVM vector."""
+        vec = _llvm_ir.VectorType(context.get_value_type(array_type.dtype), n)
+        return builder.bitcast(context.make_array(array_type)(context, builder, array).data, vec.as_pointer())
+
     @_intrinsic
     def vector_store(typingctx, dst, acc, n, accumulate):
         """dst[:n] = acc[:n], or += when `accumulate`, as one n-wide vector operation (n a constant; dst and acc
-        contiguous). Why by hand? numba switches off LLVM's SLP vectorizer, which is the pass that would join
-        the n scalar adds of a fully unrolled row into vector ones: without it a row costs n loads, adds and
-        stores instead of two of each (measured: 12% of a 768x128 @ 128x384 product, K = 128)."""
+        contiguous; with accumulate False, a vector copy). Why by hand? numba switches off LLVM's SLP vectorizer,
+        which is the pass that would join the n scalar adds of a fully unrolled row into vector ones: without it
+        a row costs n loads, adds and stores instead of two of each (measured: 12% of a 768x128 @ 128x384
+        product, K = 128)."""
         if not isinstance(n, _types.IntegerLiteral):
             return None
 
         def codegen(context, builder, signature, args):
-            vec = _llvm_ir.VectorType(context.get_value_type(dst.dtype), n.literal_value)
-            ptr = [builder.bitcast(context.make_array(ty)(context, builder, a).data, vec.as_pointer())
-                   for ty, a in zip(signature.args[:2], args[:2])]
+            ptr = [_vector_at(context, builder, ty, a, n.literal_value) for ty, a in zip(signature.args[:2], args[:2])]
             new = builder.load(ptr[1], align=1)
             total = builder.fadd(builder.load(ptr[0], align=1), new)
             builder.store(builder.select(args[3], total, new), ptr[0], align=1)
@@ -73,10 +77,8 @@ if JIT_ENABLED:
             return None
 
         def codegen(context, builder, signature, args):
-            vec = _llvm_ir.VectorType(context.get_value_type(acc.dtype), n.literal_value)
-            data = context.make_array(signature.args[0])(context, builder, args[0]).data
-            ptr = builder.bitcast(data, vec.as_pointer())
-            builder.store(_llvm_ir.Constant(vec, None), ptr, align=1)
+            ptr = _vector_at(context, builder, signature.args[0], args[0], n.literal_value)
+            builder.store(_llvm_ir.Constant(ptr.type.pointee, None), ptr, align=1)
             return context.get_dummy_value()
 
         return _types.none(acc, n), codegen
