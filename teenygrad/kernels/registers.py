@@ -1,11 +1,11 @@
-"""Keeping the micro-kernel's accumulators in registers (chapter 3): two things numba does not offer, built here.
+"""Keeping the micro-kernel's accumulators in registers (chapter 3): what numba does not offer, built here.
 
 `local_array(n, dtype)` is a length-n array on the stack. `matmul._micro_kernel` keeps its MR x NR block of C in
 such arrays: once the loops over them are unrolled, LLVM holds every element in a vector register.
 `vector_store(dst, acc, n, accumulate)` writes such an array back as one n-wide vector operation, and
 `vector_zero(acc, n)` clears it with one.
 
-Both are numba intrinsics: a few lines of LLVM IR, emitted where they are called. Without the JIT
+Each is built on a numba intrinsic: a few lines of LLVM IR, emitted where it is called. Without the JIT
 (TEENYGRAD_JIT=0) they are plain numpy stand-ins with the same results.
 """
 from __future__ import annotations
