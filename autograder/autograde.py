@@ -19,7 +19,7 @@ import secrets
 import shutil
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import nbformat
@@ -32,6 +32,12 @@ from teenygrad.grading import GRADING_DIR_ENV
 KERNEL_NAME = "teenygrad-sandbox"
 
 
+def thread_budget() -> int:
+    """The threads this grader may use: NUMBA_NUM_THREADS when it was given one, else every core it may run on."""
+    given = os.environ.get("NUMBA_NUM_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else len(os.sched_getaffinity(0))
+
+
 @dataclass
 class Limits:
     """What one submission may use. The defaults grade any chapter's exercise comfortably on 2 cores."""
@@ -42,6 +48,14 @@ class Limits:
     max_processes: int = 64
     file_bytes: int = 256 * 2**20
     disk_bytes: int = 2**30  # everything the notebook writes into its work folder (HOME, the current folder)
+    # numba's and OpenMP's threads in the kernel. Jobs graded at once share the budget (batch.grade_all): two
+    # kernels that each thread a loop over every core stall each other, since a parallel loop ends only when
+    # its slowest thread does, and a thread that has lost its core waits a whole time slice to get it back
+    threads: int = field(default_factory=thread_budget)
+
+    def shared_by(self, jobs: int) -> Limits:
+        """These limits for each of `jobs` gradings run at once: the same, but a share of the threads."""
+        return replace(self, threads=max(1, self.threads // max(1, jobs)))
 
 
 GRADING_DIR_BYTES = 128 * 2**20  # the hidden tests' cases and results: a tmpfs of its own, so a notebook
@@ -159,8 +173,9 @@ def _sandbox(private: Path, grading_env: dict, limits: Limits, numba_cache: str 
                       *([] if edition else [str(course.REPO / "teenygrad")])],
         "read_only_as": [[edition, str(course.REPO / "teenygrad")]] if edition else [],
         "env": {**grading_env, "NUMBA_CACHE_DIR": str(work / "numba-cache"), "MPLBACKEND": "Agg",
-                "OMP_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2", "PYTHONPATH": str(course.REPO),
-                "GOMP_SPINCOUNT": "10000"},  # idle OpenMP threads sleep soon: two jobs share the cores (tuning.py)
+                "OMP_NUM_THREADS": str(limits.threads), "NUMBA_NUM_THREADS": str(limits.threads),
+                "PYTHONPATH": str(course.REPO),
+                "GOMP_SPINCOUNT": "10000"},  # idle OpenMP threads sleep soon: other jobs share the cores (tuning.py)
         "wall_seconds": limits.wall_seconds, "address_space_bytes": limits.memory_bytes,
         "memory_bytes": limits.memory_bytes + 2**29, "max_processes": limits.max_processes,
         "file_bytes": limits.file_bytes, "status_file": str(box / "status.json"),

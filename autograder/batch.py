@@ -57,7 +57,7 @@ def _grade_one(template: Path, assignment: str, student: str, notebook: Path, li
 def grade_all(root: Path, assignment: str, db_url: str | None = None, jobs: int = 1, force: bool = False,
               limits: Limits | None = None, progress: bool = True) -> tuple[list[Result], list[str]]:
     """Grade the course's submissions of `assignment`; return (results, students skipped as already graded)."""
-    limits = limits or Limits()
+    limits = (limits or Limits()).shared_by(jobs)
     gradebook.ensure_assignment(root, assignment, db_url)
     todo, skipped = {}, []
     for student, nb in submissions(root, assignment).items():

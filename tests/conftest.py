@@ -19,6 +19,16 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 # `check` records passed pieces in mine/ (autograder/mine.py): never in the repository's own mine/ during tests
 os.environ.setdefault("TEENYGRAD_MINE", tempfile.mkdtemp(prefix="teenygrad-test-mine-"))
+# The long jobs the suite starts (the book build, the graders and their sandboxes) get their worker's share of
+# the cores, not all of them: with two workers each starting a job that threads its loops over every core,
+# a parallel loop waits for a thread that has lost its core, and both jobs run far slower than on one thread
+# each. The workers' own processes keep numba's default, so the tests of the threaded kernels split real work.
+JOB_THREADS = str(max(1, len(os.sched_getaffinity(0)) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
+
+def job_env() -> dict[str, str]:
+    """The environment of a long job the suite starts: this process's (as a test has set it), its share of threads."""
+    return {**os.environ, "NUMBA_NUM_THREADS": JOB_THREADS}
 
 
 def solution_cells(path: Path) -> tuple[dict[str, str], dict[str, tuple[float, str]]]:
@@ -85,7 +95,7 @@ def replacing(part: str, old: str, new: str):
 def autograder(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     """`python -m autograder ARGS` in a subprocess, exactly as the README tells a learner to run it."""
     proc = subprocess.run([sys.executable, "-m", "autograder", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=900, env=job_env())
     if check and proc.returncode != 0:
         raise AssertionError(f"autograder {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -134,7 +144,7 @@ def book_build() -> subprocess.CompletedProcess:
             if result.pop("run") == run_id:
                 return subprocess.CompletedProcess(**result)
         proc = subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
-                              text=True, timeout=3600)
+                              text=True, timeout=3600, env=job_env())
         done.write_text(json.dumps({"run": run_id, "args": proc.args, "returncode": proc.returncode,
                                     "stdout": proc.stdout, "stderr": proc.stderr}))
         return proc

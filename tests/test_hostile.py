@@ -210,3 +210,29 @@ def test_without_root_the_disk_quota_is_watched(tmp_path):
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["outcome"] == "disk" and status["disk_full"] and "watched quota" in status["isolation"]
     assert status["seconds"] < 30 and len(list(work.glob("hog*"))) < 60
+
+
+@pytest.mark.parametrize("budget, jobs", [(2, 1), (2, 2), (3, 2), (1, 4)])
+def test_submissions_graded_at_once_share_the_threads(budget, jobs, tmp_path, monkeypatch):
+    """A grader given NUMBA_NUM_THREADS (else every core it may use) runs each of `jobs` sandboxes at once on its
+    share: the kernel in a sandbox sees numba and OpenMP with that many threads, never fewer than one."""
+    import sys
+
+    from autograder import autograde
+
+    import conftest
+
+    monkeypatch.setenv("NUMBA_NUM_THREADS", str(budget))
+    assert autograde.Limits().threads == budget
+    work, _ = autograde._sandbox(tmp_path, {}, autograde.Limits().shared_by(jobs), kernel=False)
+    spec = json.loads((tmp_path / "sandbox" / "spec.json").read_text())
+    spec["status_file"] = str(tmp_path / "status.json")
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    probe = "import os, numba; print(numba.get_num_threads(), os.environ['OMP_NUM_THREADS'])"
+    proc = subprocess.run([sys.executable, "-m", "autograder.sandbox", str(tmp_path / "spec.json"), "--",
+                           sys.executable, "-c", probe], cwd=conftest.REPO, capture_output=True, text=True, timeout=120)
+    share = max(1, budget // jobs)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(share), str(share)]
+    monkeypatch.delenv("NUMBA_NUM_THREADS")
+    assert autograde.Limits().threads == len(os.sched_getaffinity(0))
