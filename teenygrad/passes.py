@@ -35,6 +35,7 @@ from teenygrad.kernels.layout import contiguous_strides, view_strides
 
 ELEMENTWISE = (*ir.UNARY, *ir.BINARY, *ir.TERNARY)
 STORED = ("load", "arange", *ir.REDUCE, "matmul", "cat", "contiguous")  # what a view's source may be
+SHARED_READS = 3  # an expression several nodes read is stored first when it reads more arrays (fold_views)
 
 
 @dataclass(frozen=True)
@@ -204,12 +205,23 @@ def fold_views(graph: Graph) -> Graph:
     # So is a scalar computed from stored values that several nodes read (the gradient's clipping factor, read
     # by every parameter's update): stored once, rather than its whole expression (a sum over every gradient's
     # sum of squares) recomputed inside each reader.
-    store_first, readers = set(), {}
+    # And so is an expression that reads more than SHARED_READS arrays when several nodes read it (the residual
+    # stream and its gradient, sums that grow by a term per layer): recomputed inside each reader, its cost
+    # would grow with the square of the depth; stored, each reader reads one array.
+    store_first, readers, reads = set(), {}, {}
     for n in graph.nodes():
         for s in n.srcs:
             readers[id(s)] = readers.get(id(s), 0) + 1
+    assigned = {id(e.srcs[1]) for e in graph.effects}  # stored by their assign anyway
+    # (Reductions are not counted: one read along its row, as layer norm's mean, is a register of the kernel
+    # that computes it, and storing the expression there would split that kernel.)
+    arrays = ("load", "matmul", "cat", "contiguous")
     for n in graph.nodes():
-        if n.op in ELEMENTWISE and n.size == 1 and readers.get(id(n), 0) > 1:
+        if n.op in ELEMENTWISE or n.op in ir.MOVEMENT:  # the arrays its expression reads
+            reads[id(n)] = frozenset().union(*({id(s)} if s.op in arrays or id(s) in store_first
+                                               else reads.get(id(s), frozenset()) for s in n.srcs))
+        if n.op in ELEMENTWISE and readers.get(id(n), 0) > 1 and (
+                n.size == 1 or id(n) not in assigned and len(reads[id(n)]) > SHARED_READS):
             store_first.add(id(n))
         if n.op == "matmul":
             for s in n.srcs:

@@ -16,8 +16,9 @@ Buffer planning then gives every intermediate a slot of scratch memory, reusing 
 that reads its previous tenant is done; `assign`s write straight into the parameter when that is safe.
 
 Not done yet (each a known way to go faster, none needed for correctness):
-  - an elementwise result read by several kernels is recomputed in each (cheap for the usual bias-add or
-    scale, wasteful for a long chain with exp or tanh): a pass could store it once when that pays;
+  - an elementwise result read by several kernels is recomputed in each, unless it reads more than a few
+    arrays (`passes.fold_views` stores those first): cheap for a bias-add or a scale, wasteful for a short
+    chain with exp or tanh, which a cost model could store once when that pays;
   - kernels of the same shape that read nothing of each other are not fused side by side (horizontal
     fusion), and a matmul's prologue (an elementwise op on its operand) is stored first, not fused;
   - an assign writes in place only from a loop kernel whose other stages don't read the old value;

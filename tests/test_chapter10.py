@@ -8,6 +8,8 @@ import nbformat
 import numpy as np
 import pytest
 
+from teenygrad import passes
+
 from conftest import REPO, book_figures
 
 CHAPTER = REPO / "chapters" / "10-compiler.ipynb"
@@ -15,7 +17,7 @@ STATED = {"ch10_cse_before", "ch10_cse_after", "ch10_softmax_kernels", "ch10_lin
           "ch10_gpt_composed_kernels", "ch10_gpt_composed_mb", "ch10_gpt_eager_kernels", "ch10_gpt_eager_mb",
           "ch10_gpt_compiled_kernels", "ch10_gpt_compiled_mb", "ch10_eager_ms", "ch10_compiled_ms",
           "ch10_compiled_ratio", "ch10_val_loss", "ch10_train_minutes", "ch10_train_ms_per_step", "ch10_traces",
-          "ch10_chapter_minutes"}
+          "ch10_chapter_minutes", "ch10_shared_reads"}
 
 
 def test_every_figure_in_the_prose_is_glued_by_the_code():
@@ -44,6 +46,7 @@ def test_full_run_figures(book_build):
     for name in ("ch10_gpt_first_call", "ch10_eager_ms", "ch10_compiled_ms", "ch10_train_minutes",
                  "ch10_train_ms_per_step", "ch10_chapter_minutes"):
         assert fig[name] > 0, name                                         # timings: only that they were measured
+    assert fig["ch10_shared_reads"] == passes.SHARED_READS                 # "reads more than 3 arrays"
     assert fig["ch10_traces"] == 2                                         # "traced 2 times"
     # the compiled run trains as chapter 9's eager run of the same recipe, weights and batches does
     assert fig["ch10_val_loss"] <= 1.9

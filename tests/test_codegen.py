@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teenygrad import ir
+from teenygrad import ir, passes
 from teenygrad.backend import compile_graph, run_passes
 from teenygrad.kernels.jit import force_path
 from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
@@ -219,6 +219,23 @@ def test_linear_with_bias_and_gelu_is_one_kernel_and_chains_reuse_memory():
     assert len(program.schedule.scratch) <= 2
 
 
+@pytest.mark.parametrize("terms", [passes.SHARED_READS, passes.SHARED_READS + 1, 9])
+def test_a_sum_of_many_arrays_read_twice_is_stored_once(terms):
+    """A residual stream: a running sum of `terms` arrays, read by two reductions. Past SHARED_READS arrays it is
+    stored once and each reduction reads that one array; below, each recomputes it from its terms."""
+    rng = np.random.default_rng(12)
+    parts = [ir.load(buffer(f"a{i}", (6, 40), "float32", rng)) for i in range(terms)]
+    stream = parts[0]
+    for a in parts[1:]:
+        stream = ir.binary("add", stream, a)
+    outs = [ir.reduce("sum", stream, [0]), ir.reduce("max", ir.binary("mul", stream, stream), [1])]
+    program = check(outs, dtype="float32")
+    reads = [{id(v.srcs[0]) for it in k.items for v in it.leaves} for k in program.schedule.kernels]
+    stored = terms > passes.SHARED_READS
+    assert len(program.schedule.kernels) == 2 + stored
+    assert [len(r) for r in reads] == ([terms, 1, 1] if stored else [terms, terms])
+
+
 def test_assign_in_place_and_when_the_old_value_is_read_later():
     rng = np.random.default_rng(2)
     p, g = buffer("p", (4, 3), "float64", rng), buffer("g", (4, 3), "float64", rng)
@@ -322,7 +339,7 @@ def test_debug_levels_print_schedule_ir_and_source(monkeypatch, capsys):
 
 SCRIPT = textwrap.dedent("""
     import numpy as np, sys
-    from teenygrad import ir
+    from teenygrad import ir, passes
     from teenygrad.backend import compile_graph
     x = ir.Buffer("x", (4, 6), "float32", np.linspace(-1, 1, 24, dtype="float32").reshape(4, 6))
     w = ir.Buffer("w", (6, 8), "float32", np.linspace(-1, 1, 48, dtype="float32").reshape(6, 8))
