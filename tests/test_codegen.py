@@ -339,7 +339,7 @@ def test_debug_levels_print_schedule_ir_and_source(monkeypatch, capsys):
 
 SCRIPT = textwrap.dedent("""
     import numpy as np, sys
-    from teenygrad import ir, passes
+    from teenygrad import ir
     from teenygrad.backend import compile_graph
     x = ir.Buffer("x", (4, 6), "float32", np.linspace(-1, 1, 24, dtype="float32").reshape(4, 6))
     w = ir.Buffer("w", (6, 8), "float32", np.linspace(-1, 1, 48, dtype="float32").reshape(6, 8))
