@@ -1,5 +1,5 @@
 """The learner's edition (teenygrad/edition.py): marked pieces, stubs, installing a learner's function, and
-the pasted answers tests/test_autograder.py grades (they must score 0)."""
+the pasted answers tests/test_autograder_parts.py grades (they must score 0)."""
 from __future__ import annotations
 
 import ast
@@ -251,7 +251,7 @@ def test_exercises_state_their_expected_time():
 
 
 def test_every_assignment_has_its_pasted_answers():
-    """tests/test_autograder.py grades these (half of each partly solved notebook): each must score 0."""
+    """tests/test_autograder_parts.py grades these (half of each partly solved notebook): each must score 0."""
     assert sorted(p.stem.replace("_", "-") for p in PASTED.glob("[0-9][0-9]_*.py")) == course.assignments()
 
 
