@@ -45,6 +45,9 @@ def _print_table(result) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from autograder import workers
+
+    workers.start()  # imports what the worker needs while this process imports what the grader needs
     from autograder import batch, collect, gradebook
 
     path = Path(args.notebook)

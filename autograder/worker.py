@@ -1,12 +1,15 @@
-"""`python -m autograder.worker JOB.json`: grade one submission, write `result.json` beside the job.
+"""Grade one submission, write `result.json` beside the job.
 
-Run by `autograder.batch` in its own process (and process group), so that whatever happens to one
-submission, even a crash of nbgrader itself, costs only that submission.
+Run by `autograder.batch` in a process (and process group) of its own, so that whatever happens to one
+submission, even a crash of nbgrader itself, costs only that submission. The batch forks each worker from a
+server that has imported this module once (`autograder.workers`, `forked`); `python -m autograder.worker JOB.json`
+runs one by hand.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import resource
 import sys
 import warnings
@@ -51,17 +54,28 @@ def run(job: dict) -> Result:
     return result
 
 
-def main() -> int:
+def main(job_file: str) -> int:
     warnings.filterwarnings("ignore")
     # defence in depth: a flood of output is held in this process's memory; let it fail here, not the batch
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     sandbox.private_mounts()  # the sandbox's tmpfs work folder is mounted here and vanishes with this process
-    job_path = Path(sys.argv[1])
+    job_path = Path(job_file)
     job = json.loads(job_path.read_text())
     result = run(job)
     (job_path.parent / "result.json").write_text(json.dumps(result.to_json()))
     return 0
 
 
+def forked(job_file: str, log_file: str) -> None:
+    """A worker forked by the batch's fork server: a session of its own (the batch kills its process group on a
+    timeout, sandbox included), its output to `log_file`."""
+    os.setsid()
+    log = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.exit(main(job_file))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1]))

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 
+import nbformat
 import pytest
 
 import hostile
@@ -186,6 +187,32 @@ def test_a_faked_clock_earns_nothing(graded_kernels, name):
     if name == "kernels-fake-clock":  # its own visible test believed the fake clock
         outputs = (graded_kernels / "autograded" / name / hostile.KERNELS / f"{hostile.KERNELS}.ipynb").read_text()
         assert "matmul_tile: visible tests passed" in outputs
+
+
+def test_a_worker_that_fails_or_hangs_costs_only_its_submission(tmp_path):
+    """Each submission's worker is a process of its own (forked from the batch's fork server): one that fails is
+    recorded with the last line it wrote, one that runs past its time is killed; either way every part of that
+    submission scores zero with the reason, and the next worker, from the same server, grades as usual."""
+    from autograder import autograde, batch, course, warm, workers
+
+    workers.start()
+    template, jobs = course.template(A), tmp_path / "jobs"
+    folder = tmp_path / "a-folder.ipynb"
+    folder.mkdir()  # reading it fails inside the worker
+    stuck = tmp_path / "a-pipe.ipynb"
+    os.mkfifo(stuck)  # reading it waits forever for a writer
+    solved = tmp_path / "solved.ipynb"
+    solved.write_text(nbformat.writes(hostile.solved()))
+
+    failed, _ = batch._grade_one(template, A, "fails", folder, autograde.Limits(), jobs)
+    assert failed.error.startswith("the grader failed (exit 1): IsADirectoryError"), failed.error
+    hung, _ = batch._grade_one(template, A, "hangs", stuck, autograde.Limits(wall_seconds=-297), jobs)  # 3 s
+    assert hung.error == "the grader did not finish in time"
+    for result in (failed, hung):
+        assert result.score == 0 and result.parts and all(p.message == result.error for p in result.parts)
+    fine, _ = batch._grade_one(template, A, "fine", solved, autograde.Limits(), jobs, warm.numba_cache(),
+                               warm.learner_edition(A))
+    assert (fine.score, fine.max_score, fine.error) == (8, 8, "")
 
 
 def test_without_root_the_disk_quota_is_watched(tmp_path):
