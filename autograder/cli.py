@@ -69,7 +69,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         collect.store(root, found, "learner", path.name, path.read_bytes(), collect.CollectReport())
         results, _ = batch.grade_all(root, found, progress=False)
         result = results[0]
-        pages = gradebook.feedback(root, None, found, "learner")
+        pages = [] if args.no_feedback else gradebook.feedback(root, None, found, "learner")
         feedback = Path(args.feedback) if args.feedback else path.with_suffix(".feedback.html")
         if pages:
             feedback.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("notebook", help="the .ipynb file to grade")
     p.add_argument("--assignment", help="which exercise it is (default: read from the notebook)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--feedback", metavar="HTML", help="where to write the feedback (default: NOTEBOOK.feedback.html)")
+    page = p.add_mutually_exclusive_group()
+    page.add_argument("--feedback", metavar="HTML",
+                      help="where to write the feedback (default: NOTEBOOK.feedback.html)")
+    page.add_argument("--no-feedback", action="store_true", help="write no feedback page (about 2 s less)")
     p.add_argument("--no-mine", action="store_true", help="do not record the passed parts in mine/ "
                    "(by default their code goes to mine/NN-name.py, which TEENYGRAD=mine runs)")
     p.set_defaults(func=cmd_check)

@@ -101,9 +101,10 @@ def autograder(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     return proc
 
 
-def grade_json(notebook: Path, *extra: str) -> dict:
-    proc = autograder("check", str(notebook), "--json", "--feedback", str(notebook.with_suffix(".html")), *extra,
-                      check=True)
+def grade_json(notebook: Path, *extra: str, feedback: bool = True) -> dict:
+    """`check --json` on notebook; its feedback page (unless not wanted) beside it as NAME.html."""
+    page = ["--feedback", str(notebook.with_suffix(".html"))] if feedback else ["--no-feedback"]
+    proc = autograder("check", str(notebook), "--json", *page, *extra, check=True)
     return json.loads(proc.stdout)
 
 

@@ -33,7 +33,8 @@ def test_solution_scores_full_marks(assignment, tmp_path):
 def test_released_exercise_scores_zero_cleanly(assignment, tmp_path):
     nb = tmp_path / f"{assignment}.ipynb"
     nb.write_bytes((course.EXERCISES / f"{assignment}.ipynb").read_bytes())
-    result = grade_json(nb)
+    result = grade_json(nb, feedback=False)
+    assert not result.get("feedback") and not list(tmp_path.glob("*.html"))  # --no-feedback: no page
     assert result["score"] == 0 and result["error"] == ""
     assert len(result["parts"]) >= 3
     for part in result["parts"]:

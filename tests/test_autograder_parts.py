@@ -48,7 +48,7 @@ def test_partly_solved_gets_exactly_its_parts(assignment, parity, tmp_path):
             cell.source = answers[gid] if gid in chosen else pasted[gid]
     path = tmp_path / f"{assignment}.ipynb"
     nbformat.write(nb, path)
-    result = grade_json(path)
+    result = grade_json(path, feedback=False)  # the page is tested in test_autograder.py
     # a test cell test_X grades the solution cell X
     for part in result["parts"]:
         expected = part["max_score"] if part["name"] in chosen else 0
