@@ -163,6 +163,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
+    from autograder import workers
+
+    workers.start()  # as in cmd_check
     from autograder import batch
     from autograder.autograde import Limits
 

@@ -115,19 +115,6 @@ def book_figures(chapter: str) -> dict[str, float]:
     return {name: float(out["data"]["text/plain"]) for name, out in json.loads(glue_file.read_text()).items()}
 
 
-def executed_figures(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> dict[str, float]:
-    """Run a notebook top to bottom in a fresh kernel (as the book build does) and return its glued figures."""
-    from nbclient import NotebookClient
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
-    figures = {}
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name:
-                figures[name] = float(out["data"]["application/papermill.record/text/plain"])
-    return figures
-
-
 @pytest.fixture(scope="session")
 def book_build() -> subprocess.CompletedProcess:
     """Build the book (as `make book` does) once per test process; tests inspect the result.

@@ -1,8 +1,11 @@
-"""The autograder end to end on half-solved notebooks: each part earns its points alone, and an answer pasted
-from the package earns nothing. (A file of its own, so that the suite's two workers can share the gradings
-with tests/test_autograder.py: `--dist loadfile` keeps each file on one worker.)"""
+"""Each assignment's released exercise and two half-solved notebooks, graded as one class (`collect`, then
+`grade`, as an instructor would): the exercise scores zero cleanly; in a half-solved notebook each solved part
+earns its points alone, and an answer pasted from the package earns nothing. One class per assignment, so the
+grader starts once for its three notebooks. (A file of its own, so that the suite's two workers can share the
+gradings with tests/test_autograder.py: `--dist loadfile` keeps each file on one worker.)"""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -10,7 +13,7 @@ import pytest
 
 from autograder import course
 
-from conftest import grade_json
+from conftest import autograder
 
 ASSIGNMENTS = course.assignments()
 PASTED = Path(__file__).resolve().parent / "pasted"
@@ -29,12 +32,8 @@ def solution_source(cell_source: str) -> str:
                      if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-@pytest.mark.parametrize("parity", [0, 1])
-def test_partly_solved_gets_exactly_its_parts(assignment, parity, tmp_path):
-    """Half the parts solved, the other half answered with teenygrad's own piece (tests/pasted/: an import, a
-    call through the package's tables, a subclass): the solved parts earn their points, and the pasted ones
-    nothing, because grading runs on the learner's edition, where the exercise's pieces are stubs."""
+def half_solved(assignment: str, parity: int) -> tuple[nbformat.NotebookNode, set[str]]:
+    """The exercise with every other part solved (from `parity`) and the rest pasted; the solved parts."""
     solved = nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4)
     answers = {c.metadata["nbgrader"]["grade_id"]: solution_source(c.source) for c in solved.cells
                if c.metadata.get("nbgrader", {}).get("solution")}
@@ -46,9 +45,49 @@ def test_partly_solved_gets_exactly_its_parts(assignment, parity, tmp_path):
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if gid in answers:
             cell.source = answers[gid] if gid in chosen else pasted[gid]
-    path = tmp_path / f"{assignment}.ipynb"
-    nbformat.write(nb, path)
-    result = grade_json(path, feedback=False)  # the page is tested in test_autograder.py
+    return nb, chosen
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """graded_class(assignment) -> {learner: result.json}: "released", "half-0" and "half-1", graded together on
+    first use."""
+    classes: dict[str, dict[str, dict]] = {}
+
+    def grade(assignment: str) -> dict[str, dict]:
+        if assignment not in classes:
+            root, src = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("submissions")
+            notebooks = {"released": nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4),
+                         **{f"half-{p}": half_solved(assignment, p)[0] for p in (0, 1)}}
+            for learner, nb in notebooks.items():
+                (src / learner).mkdir()
+                nbformat.write(nb, src / learner / f"{assignment}.ipynb")
+            autograder("collect", str(src), "-a", assignment, "--course", str(root), check=True)
+            autograder("grade", assignment, "--course", str(root), check=True)
+            classes[assignment] = {learner: json.loads((root / "autograded" / learner / assignment / "result.json")
+                                                       .read_text()) for learner in notebooks}
+        return classes[assignment]
+    return grade
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_released_exercise_scores_zero_cleanly(assignment, graded_class):
+    result = graded_class(assignment)["released"]
+    assert result["score"] == 0 and result["error"] == ""
+    assert len(result["parts"]) >= 3
+    for part in result["parts"]:
+        assert part["message"].startswith("NotImplementedError"), part
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("parity", [0, 1])
+def test_partly_solved_gets_exactly_its_parts(assignment, parity, graded_class):
+    """Half the parts solved, the other half answered with teenygrad's own piece (tests/pasted/: an import, a
+    call through the package's tables, a subclass): the solved parts earn their points, and the pasted ones
+    nothing, because grading runs on the learner's edition, where the exercise's pieces are stubs."""
+    _, chosen = half_solved(assignment, parity)
+    result = graded_class(assignment)[f"half-{parity}"]
+    assert result["error"] == "" and len(result["parts"]) >= 3
     # a test cell test_X grades the solution cell X
     for part in result["parts"]:
         expected = part["max_score"] if part["name"] in chosen else 0

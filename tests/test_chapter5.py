@@ -35,7 +35,7 @@ from teenygrad.tape_fuse import DOT, fuse
 from teenygrad.tape_fuse import find_chains as book_find_chains
 from teenygrad.value import RULES, Value, gradient_check, topological_order
 
-from conftest import executed_figures, notebook_namespace, replacing, run_hidden, solution_cells
+from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "05-scalar-autograd.ipynb"
@@ -225,14 +225,8 @@ def test_chapter_names_its_benchmark_and_glues_its_figures():
     assert used and used <= glued, f"stated but never glued: {sorted(used - glued)}"
 
 
-@pytest.fixture(scope="module")
-def chapter_figures() -> dict[str, float]:
-    """Run the chapter in a fresh kernel (about a minute) and collect what it glued."""
-    return executed_figures(nbformat.read(CHAPTER, as_version=4), CHAPTER.parent)
-
-
-def test_chapter_figures(chapter_figures):
-    fig = chapter_figures
+def test_chapter_figures(book_build):
+    fig = book_figures("05-scalar-autograd")  # the book build ran the chapter top to bottom in a fresh kernel
     assert fig["ch5_diamond_wrong"] == pytest.approx(1.0)  # breadth first misses the path through tanh
     assert fig["ch5_diamond_right"] == pytest.approx(1.940015, abs=1e-6)
     assert fig["ch5_gradcheck_rel"] < 1e-6
