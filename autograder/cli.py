@@ -45,11 +45,6 @@ def _print_table(result) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from autograder import workers
-
-    workers.start()  # imports what the worker needs while this process imports what the grader needs
-    from autograder import batch, collect, gradebook
-
     path = Path(args.notebook)
     nb = read_notebook(path)
     known = course.assignments()
@@ -64,6 +59,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                           f"(known: {', '.join(known)})")
     if args.assignment and found != args.assignment:
         raise BadNotebookError(f"{path}: this notebook is assignment {found}, not {args.assignment}")
+    from autograder import workers
+
+    workers.start()  # imports what the worker needs while this process imports what the grader needs
+    from autograder import batch, collect, gradebook
+
     with tempfile.TemporaryDirectory(prefix="teenygrad-check-") as tmp:
         root = Path(tmp)
         collect.store(root, found, "learner", path.name, path.read_bytes(), collect.CollectReport())

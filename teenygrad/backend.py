@@ -129,7 +129,9 @@ def compile_kernels(module: object, path: Path, sched: Schedule) -> None:
                    for fn, names, _, rows, chunks in module.STEPS if chunks}
         jobs = [*kernels.items(), *((name, list(types)) for name, types in sorted(drivers))]
         digest = path.stem.split("_")[-1]
-        cold = not any((path.parent / "__pycache__").glob(f"*{digest}*.nbi"))
+        # numba's cache folder for the module: __pycache__ beside it, or under NUMBA_CACHE_DIR when that is set
+        cache = Path(getattr(module, next(iter(kernels)))._cache._cache_path) if kernels else None
+        cold = cache is not None and not any(cache.glob(f"*{digest}*.nbi"))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = min(cores, 4) if cold and len(jobs) >= 8 else 1
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this process's teenygrad

