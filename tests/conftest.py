@@ -4,7 +4,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,11 +121,6 @@ def book_build() -> subprocess.CompletedProcess:
 
     With several pytest workers, a lock makes the builds take turns: the first executes the chapters,
     the others find them in the execution cache and only re-check the build.
-
-    The chapters' kernels start compiled: the build gets a copy of the numba cache the suite's graders start
-    from (`autograder.warm`, built once per run anyway), instead of compiling teenygrad's kernels a second
-    time. `make book` on a fresh clone compiles them itself; nothing the chapters glue times a teenygrad
-    kernel's compilation (chapter 3 times its own function, chapter 10 its generated kernels).
     """
     (REPO / "book" / "_build").mkdir(parents=True, exist_ok=True)
     done = REPO / "book" / "_build" / ".build-result.json"  # what this run's first build gave, for the others
@@ -137,15 +131,8 @@ def book_build() -> subprocess.CompletedProcess:
             result = json.loads(done.read_text())
             if result.pop("run") == run_id:
                 return subprocess.CompletedProcess(**result)
-        from autograder import warm
-
-        with tempfile.TemporaryDirectory(prefix="teenygrad-book-numba-") as tmp:
-            env, warmed = job_env(), warm.numba_cache()
-            if warmed:
-                shutil.copytree(warmed, Path(tmp) / "cache")
-                env["NUMBA_CACHE_DIR"] = str(Path(tmp) / "cache")
-            proc = subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
-                                  text=True, timeout=3600, env=env)
+        proc = subprocess.run([sys.executable, str(REPO / "book" / "build.py")], cwd=REPO, capture_output=True,
+                              text=True, timeout=3600, env=job_env())
         done.write_text(json.dumps({"run": run_id, "args": proc.args, "returncode": proc.returncode,
                                     "stdout": proc.stdout, "stderr": proc.stderr}))
         return proc
