@@ -49,7 +49,7 @@ def _grade_one(template: Path, assignment: str, student: str, notebook: Path, li
     proc.join(timeout=limits.wall_seconds + 300)
     if proc.exitcode is None:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the worker and everything it started
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker and its process group
         except ProcessLookupError:  # it had not made its process group yet
             proc.kill()
         proc.join()

@@ -68,7 +68,7 @@ def main(job_file: str) -> int:
 
 def forked(job_file: str, log_file: str) -> None:
     """A worker forked by the batch's fork server: a session of its own (the batch kills its process group on a
-    timeout, sandbox included), its output to `log_file`."""
+    timeout; the sandboxed kernel has a session and a wall-clock limit of its own), its output to `log_file`."""
     os.setsid()
     log = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log, 1)
