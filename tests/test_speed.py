@@ -50,6 +50,20 @@ def test_the_solution_is_fast_enough(tmp_path):
     assert speed.judge_speed(notebook(), PART, SPEED, boxes(tmp_path), seed=1) is None
 
 
+# a fast kernel (numpy's product) on a machine that is busy for its first 16 calls: each takes 0.1 s longer, so
+# the first dozen timed calls are all slower than the naive kernel
+BUSY_AT_FIRST = ("import time\n_calls = []\n"
+                 "def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    _calls.append(1)\n"
+                 "    if len(_calls) <= 16:\n        time.sleep(0.1)\n"
+                 "    out[i0:i1, j0:j1] += a[i0:i1, k0:k1] @ b[k0:k1, j0:j1]\n")
+
+
+def test_a_fast_kernel_timed_while_the_machine_is_busy_still_earns_the_point(tmp_path):
+    """The fastest call is drawn from a spell of time, and a kernel short of the speedup is timed for longer:
+    a busy spell longer than the first dozen calls does not cost a fast kernel its point."""
+    assert speed.judge_speed(notebook(BUSY_AT_FIRST), PART, SPEED, boxes(tmp_path), seed=3) is None
+
+
 # the grader times tile_product (the setup cell's helper: out zeroed, then matmul_tile over the whole matrix)
 NAIVE = "def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    matmul_naive(a, b, out)\n"
 MEMO = ("import numpy as np\n_seen = {}\n"
