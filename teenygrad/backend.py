@@ -122,7 +122,7 @@ def compile_kernels(module: object, path: Path, sched: Schedule) -> None:
     to this process)."""
     dtypes = {**{f"in{i}": str(b.dtype) for i, b in enumerate(sched.inputs)},
               **{f"out{i}": str(n.dtype) for i, n in enumerate(sched.outputs)},
-              **{f"s{i}": str(d) for i, (d, _) in enumerate(sched.scratch)}}
+              **{f"s{i}": str(d) for i, (d, _) in enumerate(sched.scratch)}, "p0": "float64"}
     kernels = {fn.__name__: [dtypes[n] for n in names] for fn, names, _, rows, _ in module.STEPS if rows is not None}
     if JIT_ENABLED:
         drivers = {("parallel_for", tuple(dtypes[n] for n in names))
@@ -164,6 +164,7 @@ class Program:
         self._run = module.run
         compile_kernels(module, self.path, sched)
         self._scratch = [np.empty(size, dtype) for dtype, size in sched.scratch]
+        self._scratch.append(np.empty(module.PARTIALS, np.float64))  # p0: partial sums of column reductions
         self._out_index = []  # for each output: which earlier output it repeats (then it is copied), or None
         seen: dict[int, int] = {}
         for i, n in enumerate(self.outputs):
@@ -197,7 +198,7 @@ class Program:
         self(arrays)  # compile everything first
         env = {f"in{i}": np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)}
         env.update({f"out{i}": np.empty(n.size, n.dtype) for i, n in enumerate(self.outputs)})
-        env.update({f"s{i}": a for i, a in enumerate(self._scratch)})
+        env.update({f"s{i}": a for i, a in enumerate(self._scratch[:-1])}, p0=self._scratch[-1])
         times = [0.0] * len(self.schedule.kernels)
         module = sys.modules[self._run.__module__]
         for fn, names, k, rows, chunks in module.STEPS:  # a kernel may be two functions

@@ -203,15 +203,26 @@ def _slots_of(kern: Kernel, sched: Schedule) -> list[str]:
 Call = tuple[list[str], int | None, int]  # a kernel's arrays, the rows run calls it on (None: no rows), threads' chunks
 
 
+def _column(kern: Kernel) -> tuple[list[int], int, int] | None:
+    """For a reduction over leading axes only (a bias's gradient: the sum over rows of (R, C)): its outer axes,
+    their size C, and its bands of rows (1: serial; more: shared among threads). None for any other kernel."""
+    shape, n, outer = kern.shape, kern.items[0].node, [d for d in range(len(kern.shape)) if d not in kern.inner]
+    if len(kern.items) > 1 or n.op not in ir.REDUCE or not outer or outer[-1] != len(shape) - 1:
+        return None
+    n_outer, rows = (int(np.prod([shape[d] for d in axes], dtype=np.int64)) for axes in (outer, kern.inner))
+    parallel = rows > 1 and n.dtype.startswith("float") and _work(kern) >= jit.PARALLEL_MIN_WORK
+    return outer, n_outer, min(rows, CHUNKS) if parallel else 1
+
+
 def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     """A fused loop: outer loop over rows, then for each item an inner loop (a reduction or a store)."""
+    if _column(kern):
+        return column_kernel(name, kern, sched, src)
     shape, inner = kern.shape, list(kern.inner)
     names = [f"i{d}" for d in range(len(shape))]
     outer = [d for d in range(len(shape)) if d not in inner]
     n_outer = int(np.prod([shape[d] for d in outer], dtype=np.int64))
     parallel = n_outer > 1 and _work(kern) >= jit.PARALLEL_MIN_WORK
-    if len(kern.items) == 1 and kern.items[0].node.op in ir.REDUCE and outer and outer[-1] == len(shape) - 1:
-        return column_kernel(name, kern, sched, src, outer, n_outer, parallel)
     args = _slots_of(kern, sched)
     _open(name, args, src)
     _unravel(src, outer, shape, names, "o")
@@ -244,32 +255,48 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     return args, n_outer, min(n_outer, CHUNKS) if parallel else 0
 
 
-def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source, outer: list[int], n_outer: int,
-                  parallel: bool) -> Call:
-    """A reduction over leading axes (a bias's gradient: the sum over rows of (R, C)). Walking down each
-    column would touch a new cache line per element; instead each chunk of columns keeps a row of
-    accumulators and the rows stream past it in memory order."""
-    shape, n = kern.shape, kern.items[0].node
-    names = [f"i{d}" for d in range(len(shape))]
-    chunks = min(n_outer, 16) if parallel else 1
+def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
+    """A reduction over leading axes (`_column`). Walking down each column would touch a new cache line per
+    element; instead a row of accumulators takes the rows as they lie in memory, the inner loop along a whole
+    row (on (768, 128) float32, 4-8x faster than chunks of columns each walking every row). Its "rows" are bands
+    of rows: one, stored into the output; or several, each into its row of partials `p0`, for `combine_kernel`."""
+    shape, n, (outer, n_outer, bands) = kern.shape, kern.items[0].node, _column(kern)
+    inner, names = [d for d in range(len(shape)) if d not in outer], [f"i{d}" for d in range(len(shape))]
+    rows = int(np.prod([shape[d] for d in inner], dtype=np.int64))
     acc_dtype = "np.float64" if n.op == "sum" and n.dtype.startswith("float") else _CAST.get(n.dtype, "np.bool_")
-    args = _slots_of(kern, sched)
+    args = [a for a in _slots_of(kern, sched) if bands == 1 or a != slot_name(sched.slots[id(n)])]
+    args += ["p0"] if bands > 1 else []
     _open(name, args, src, "ch")
-    src.line(f"lo = ch * {n_outer} // {chunks}")
-    src.line(f"hi = (ch + 1) * {n_outer} // {chunks}")
     init = _init(n) if n.op == "sum" or n.dtype != "float32" else src.const(float("-inf"), "float32")
-    src.line(f"acc = np.full(hi - lo, {init}, {acc_dtype})")
-    _loops(src, [d for d in range(len(shape)) if d not in outer], shape, names)
-    src.line("for o in range(lo, hi):")
+    src.line(f"acc = np.full({n_outer}, {init}, {acc_dtype})")
+    src.line(f"for r in range(ch * {rows} // {bands}, (ch + 1) * {rows} // {bands}):")
+    src.depth += 1
+    _unravel(src, inner, shape, names, "r")
+    src.line(f"for o in range({n_outer}):")
     src.depth += 1
     _unravel(src, outer, shape, names, "o")
     v = _Expr(src, sched, names, {})(kern.items[0].expr)
-    src.line(f"acc[o - lo] += {v}" if n.op == "sum" else f"acc[o - lo] = max(acc[o - lo], {v})")
+    src.line(f"acc[o] += {v}" if n.op == "sum" else f"acc[o] = max(acc[o], {v})")
     src.depth = 2
-    src.line("for o in range(lo, hi):")
-    cast = "acc[o - lo] != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}(acc[o - lo])"
+    src.line(f"for o in range({n_outer}):")
+    if bands > 1:
+        src.line(f"    p0[ch * {n_outer} + o] = acc[o]")
+        return args, bands, bands
+    cast = "acc[o] != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}(acc[o])"
     src.line(f"    {slot_name(sched.slots[id(n)])}[u(o)] = {cast}")
-    return args, chunks, chunks if parallel else 0
+    return args, 1, 0
+
+
+def combine_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
+    """A column reduction's second step: each column's partials, one per band of rows, added up (or maxed)."""
+    n, (_, n_outer, bands) = kern.items[0].node, _column(kern)
+    out, part = slot_name(sched.slots[id(n)]), f"p0[ch * {n_outer} + o]"
+    _open(name, ["p0", out], src)
+    src.line("acc = p0[o]")
+    src.line(f"for ch in range(1, {bands}):")
+    src.line(f"    acc += {part}" if n.op == "sum" else f"    acc = max(acc, {part})")
+    src.line(f"{out}[u(o)] = {_CAST[n.dtype]}(acc)")
+    return ["p0", out], n_outer, 0
 
 
 def _init(n: Node) -> str:
@@ -350,7 +377,7 @@ def _canonical(lines: list[str], args: list[str]) -> str:
     """A kernel's source with its arrays renamed a0, a1, ... in argument order: kernels that differ only in
     which buffers they touch (the same layer, repeated) then have the same text, and are compiled once."""
     rename = {name: f"a{i}" for i, name in enumerate(args)}
-    return re.sub(r"\b(?:in|out|s)\d+\b", lambda m: rename[m.group(0)], "\n".join(lines))
+    return re.sub(r"\b(?:in|out|s|p)\d+\b", lambda m: rename[m.group(0)], "\n".join(lines))
 
 
 def _call(name: str, args: list[str], rows: int | None, chunks: int) -> str:
@@ -371,17 +398,21 @@ def generate(sched: Schedule) -> str:
     calls: list[tuple[str, list[str], int, int | None, int]] = []  # (function, arrays, kernel, rows, chunks)
     parts = [(i, k) for i, kern in enumerate(sched.kernels)  # a matmul with an epilogue: two functions
              for k in ([kern, epilogue(kern)] if kern.kind == MATMUL and len(kern.items) == 2 else [kern])]
+    partials = 1  # float64s of p0, the partial sums of the column reductions split into bands
     for i, kern in parts:
-        make = {LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]
-        body = _Source(consts)
-        args, rows, chunks = make("KNAME", kern, sched, body)
-        text = _canonical(body.lines, args)
-        calls.append((functions.setdefault(text, f"k{len(functions)}"), args, i, rows, chunks))
+        makers = [{LOOP: loop_kernel, MATMUL: matmul_kernel, CAT: cat_kernel}[kern.kind]]
+        if kern.kind == LOOP and (column := _column(kern)) and column[2] > 1:  # banded: partials, then combined
+            makers, partials = [*makers, combine_kernel], max(partials, column[1] * column[2])
+        for make in makers:
+            body = _Source(consts)
+            args, rows, chunks = make("KNAME", kern, sched, body)
+            text = _canonical(body.lines, args)
+            calls.append((functions.setdefault(text, f"k{len(functions)}"), args, i, rows, chunks))
     lines = [_call(name, args, rows, chunks) for name, args, _, rows, chunks in calls]
     for source, target in sched.copies:  # assigns that could not be written in place
         lines.append(f"{slot_name(target)}[:] = {slot_name(source)}[:{source.size}]")
     params = [f"in{i}" for i in range(len(sched.inputs))] + [f"out{i}" for i in range(sched.n_outputs)] + \
-        [f"s{i}" for i in range(len(sched.scratch))]
+        [f"s{i}" for i in range(len(sched.scratch))] + ["p0"]
     head = ["import numpy as np", "",
             "from teenygrad.kernels.elementwise import tanh32, u",
             "from teenygrad.kernels.fused import exp32",
@@ -393,6 +424,7 @@ def generate(sched: Schedule) -> str:
     steps = ["# what run calls, in order: (function, its arrays, its kernel in the schedule, rows, threads' chunks)",
              "STEPS = ["]
     steps += [f"    ({call[0]}, {tuple(call[1])}, {', '.join(map(str, call[2:]))})," for call in calls]
-    steps += ["]", "ADDRESS: dict = {}  # kernel name -> its machine code's address, for parallel_for", "", ""]
+    steps += ["]", "ADDRESS: dict = {}  # kernel name -> its machine code's address, for parallel_for",
+              f"PARTIALS = {partials}  # the size of p0 (float64), the partial sums of column reductions", "", ""]
     run = [f"def run({', '.join(params)}):"] + [f"    {line}" for line in lines or ["pass"]]
     return "\n".join(head + body + steps + run) + "\n"
