@@ -348,9 +348,10 @@ def epilogue(kern: Kernel) -> Kernel:
 
 def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     """Join along an axis: each operand (an expression) is stored into its slice of the output. `run` calls it
-    with first, last = 0, 1: each operand's loop over its rows runs from first * rows to last * rows (a bound
-    LLVM can't see, as in `_open`)."""
+    on parts first..last of `parts`: each operand's loop over its rows runs over those parts of its rows (bounds
+    LLVM can't see, as in `_open`), all at once, or shared among threads when the copy is large."""
     node = kern.items[0].node
+    parts = CHUNKS if node.size >= jit.PARALLEL_MIN_WORK else 1
     args = _slots_of(kern, sched)
     _header(name, [*args, "first", "last"], src)
     out, start = View.contiguous(node.shape), 0
@@ -359,7 +360,7 @@ def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
         base = src.depth
         outer = list(range(len(part.shape) - 1))
         rows = int(np.prod(part.shape[:-1], dtype=np.int64))
-        src.line(f"for o in range(first * {rows}, last * {rows}):")
+        src.line(f"for o in range(first * {rows} // {parts}, last * {rows} // {parts}):")
         src.depth += 1
         _unravel(src, outer, part.shape, names, "o")
         _loops(src, [len(part.shape) - 1], part.shape, names)
@@ -370,7 +371,7 @@ def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
         start += part.shape[node.arg]
     if not node.srcs or all(p.size == 0 for p in node.srcs):
         src.line("pass")
-    return args, 1, 0
+    return args, parts, parts if parts > 1 else 0
 
 
 def _canonical(lines: list[str], args: list[str]) -> str:

@@ -305,7 +305,7 @@ def test_outputs_that_are_loads_constants_or_repeated_and_assigns_that_swap_buff
 
 def test_parallel_kernels_match_the_oracle():
     """Under force_path("parallel") every kernel with more than one outer index is generated with a parallel
-    driver: uneven chunks, matmul blocks of rows with an epilogue, column reductions, in-place assigns."""
+    driver: uneven chunks, matmul blocks of rows with an epilogue, column reductions, a cat, in-place assigns."""
     rng = np.random.default_rng(9)
     with force_path("parallel"):
         x = ir.load(buffer("x", (3, 17, 10), "float32", rng))
@@ -313,7 +313,8 @@ def test_parallel_kernels_match_the_oracle():
         h = ir.unary("tanh", ir.matmul(x, ir.expand(ir.reshape(w, (1, 10, 10)), (3, 10, 10))))
         flat = ir.reshape(x, (51, 10))
         p = ir.load(buffer("p", (51, 10), "float32", rng))
-        program = check([softmax(h), ir.reduce("sum", flat, [0]), ir.reduce("max", x, [0, 1])],
+        program = check([softmax(h), ir.reduce("sum", flat, [0]), ir.reduce("max", x, [0, 1]),
+                         ir.cat([ir.unary("neg", x), h], 1)],
                         [ir.assign(p, ir.binary("mul", p, flat))], dtype="float32")
     assert "parallel_for(ADDRESS" in program.source
 
