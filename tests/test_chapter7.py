@@ -14,6 +14,7 @@ import teenygrad as tg
 from autograder.judges.neural_nets import (
     PARTS,
     TRAINING_LOSS,
+    TRAINING_SEEDS,
     TRAINING_STEPS,
     _adam_call,
     _adam_trajectory,
@@ -158,16 +159,17 @@ def test_solution_code_passes_the_judge(seed, grading_dir, capsys):
         assert run_hidden(PARTS, namespace, hidden, PARTS, grading_dir, seed) == {part: None for part in PARTS}
 
 
-def test_training_threshold_has_a_margin_on_many_seeds():
-    """The reference pieces end far below the stated loss on every blob problem, so a right answer never fails."""
+def test_training_threshold_has_a_margin_on_every_problem_the_judge_draws():
+    """The reference pieces end far below the stated loss on every blob problem a training case can draw, so a
+    right answer never fails."""
     ns, _ = notebook_namespace(SOLUTIONS)
-    for seed in range(0, 10**6, 10**6 // 5):
+    for seed in TRAINING_SEEDS:
         model = ns["small_net"](seed)
         adamw = ns["train"](model, optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.01), seed, TRAINING_STEPS)
         model = ns["small_net"](seed)
         clipped = ns["train"](model, optim.SGD(model.parameters(), lr=0.5, momentum=0.9), seed, TRAINING_STEPS,
                               clip=1.0)
-        assert max(adamw[-1], clipped[-1]) < TRAINING_LOSS / 2, seed
+        assert max(adamw[-1], clipped[-1]) < TRAINING_LOSS / 5, seed
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
