@@ -33,8 +33,14 @@ FLOAT64 = Part(cases=lambda rng: [], rtol=1e-7, atol=1e-9)
 FLOAT32 = Part(cases=lambda rng: [], rtol=1e-4, atol=1e-5)
 
 
+# The training runs a case draws from. Each one, run with the book's rules, starts at least 0.05 inside the start
+# band and ends at least 0.1 below TRAIN_HIGH (tests/test_chapter9.py runs them all). Any seed up to 1000 was not
+# safe: the RMSNorm model's first loss was 3.646 for seed 117, above START_HIGH, whatever the learner's rule.
+TRAINING_SEEDS = range(1, 33)
+
+
 def _training_case(rng: np.random.Generator) -> Case:
-    return int(rng.integers(0, 1000)), TRAIN_STEPS
+    return int(rng.choice(TRAINING_SEEDS)), TRAIN_STEPS
 
 
 def _check_training(case: Case, got: tuple) -> str | None:
