@@ -199,20 +199,20 @@ def fold_views(graph: Graph) -> Graph:
             return memo[key]
         return move(_wrap(n), op, arg)
 
-    # An elementwise result a matmul reads (through movement ops: the heads of q, k, v) is stored once, where
-    # it is computed, and the matmul reads it as a strided view; pushing the views down instead would
-    # recompute it in one copy kernel per consumer.
+    # An elementwise result a matmul reads (through movement ops: the heads of q, k, v) is stored once, where it
+    # is computed, and the matmul reads it as a strided view (not recomputed in one copy kernel per consumer).
     # So is a scalar computed from stored values that several nodes read (the gradient's clipping factor, read
     # by every parameter's update): stored once, rather than its whole expression (a sum over every gradient's
     # sum of squares) recomputed inside each reader.
     # And so is an expression that reads more than SHARED_READS arrays when several nodes read it (the residual
     # stream and its gradient, sums that grow by a term per layer): recomputed inside each reader, its cost
     # would grow with the square of the depth; stored, each reader reads one array.
-    store_first, readers, reads = set(), {}, {}
+    # And so is an assigned value something else reads (Adam's m', read by the update): stored where its assign
+    # writes it, not recomputed from the old m, which then only the kernel overwriting it reads (in place, no copy).
+    store_first, readers, reads, assigned = set(), {}, {}, {id(e.srcs[1]) for e in graph.effects}
     for n in graph.nodes():
         for s in n.srcs:
             readers[id(s)] = readers.get(id(s), 0) + 1
-    assigned = {id(e.srcs[1]) for e in graph.effects}  # stored by their assign anyway
     # (Reductions are not counted: one read along its row, as layer norm's mean, is a register of the kernel
     # that computes it, and storing the expression there would split that kernel.)
     arrays = ("load", "matmul", "cat", "contiguous")
@@ -221,7 +221,7 @@ def fold_views(graph: Graph) -> Graph:
             reads[id(n)] = frozenset().union(*({id(s)} if s.op in arrays or id(s) in store_first
                                                else reads.get(id(s), frozenset()) for s in n.srcs))
         if n.op in ELEMENTWISE and readers.get(id(n), 0) > 1 and (
-                n.size == 1 or id(n) not in assigned and len(reads[id(n)]) > SHARED_READS):
+                n.size == 1 or id(n) in assigned or len(reads[id(n)]) > SHARED_READS):
             store_first.add(id(n))
         if n.op == "matmul":
             for s in n.srcs:
@@ -241,8 +241,8 @@ def fold_views(graph: Graph) -> Graph:
             srcs = tuple(_wrap(s) for s in srcs)
             srcs = tuple(s if s.op == "view" and min(s.arg.strides, default=0) >= 0
                          else _wrap(Node("contiguous", (s,), s.shape, s.dtype)) for s in srcs)
-        elif n.op == "assign":
-            srcs = (srcs[0], _wrap(srcs[1]))
+        elif n.op == "assign":  # a value stored first is written where it is computed (in place when safe)
+            srcs = (srcs[0], srcs[1] if id(n.srcs[1]) in store_first else _wrap(srcs[1]))
         else:
             srcs = tuple(_wrap(s) for s in srcs)
         return _same(n, srcs)

@@ -248,6 +248,22 @@ def test_assign_in_place_and_when_the_old_value_is_read_later():
         program([np.zeros((3, 4)), np.zeros((4, 3))])
 
 
+def test_an_assigned_value_another_update_reads_is_computed_once_and_written_in_place():
+    """Adam's moment: m' = 0.9 m + 0.1 g is assigned to m and read by p's update. The update reads m' where its
+    assign wrote it, so the old m is read only by the kernel that overwrites it: both assigns are in place, with
+    no copy at the end, and m' is not computed a second time inside p's update."""
+    rng = np.random.default_rng(4)
+    p, m, g = (buffer(name, (8, 5), "float64", rng) for name in ("p", "m", "g"))
+    m_new = ir.binary("add", ir.binary("mul", c(0.9, ir.load(m)), ir.load(m)),
+                      ir.binary("mul", c(0.1, ir.load(g)), ir.load(g)))
+    p_new = ir.binary("sub", ir.load(p), ir.binary("mul", c(0.01, m_new), m_new))
+    program = check([ir.reduce("sum", ir.load(g), [0])], [ir.assign(ir.load(m), m_new), ir.assign(ir.load(p), p_new)])
+    assert program.schedule.copies == []
+    readers_of_m = [k for k, kern in enumerate(program.schedule.kernels)
+                    if any(v.srcs[0].op == "load" and v.srcs[0].arg is m for it in kern.items for v in it.leaves)]
+    assert len(readers_of_m) == 1
+
+
 def test_arange_cat_and_int_masks():
     rng = np.random.default_rng(3)
     x = ir.load(buffer("x", (5, 5), "float32", rng))
