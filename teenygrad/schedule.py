@@ -19,8 +19,7 @@ Not done yet (each a known way to go faster, none needed for correctness):
   - an elementwise result read by several kernels is recomputed in each, unless it reads more than a few
     arrays (`passes.fold_views` stores those first): cheap for a bias-add or a scale, wasteful for a short
     chain with exp or tanh, which a cost model could store once when that pays;
-  - kernels of the same shape that read nothing of each other are not fused side by side (horizontal
-    fusion), and a matmul's prologue (an elementwise op on its operand) is stored first, not fused;
+  - side by side (horizontal) fusion joins only neighbours; a matmul's prologue is stored first, not fused;
   - an assign writes in place only from a loop kernel whose other stages don't read the old value;
     otherwise the new value goes to scratch and is copied over at the end.
 """
@@ -143,11 +142,29 @@ def _can_join(k: Kernel, it: Item) -> bool:
             return False
         it.expr, it.shape, it.leaves = expr, k.shape, leaves
         return True
-    if it.shape != k.shape:
+    return _aligned(k, it, reads, members)
+
+
+def _aligned(k: Kernel, it: Item, reads: list[Node], members: dict[int, Item]) -> bool:
+    """Can `it` be one more stage of loop kernel `k`? If it loops over the same rows, and reads k's stages only in
+    the row at hand: a reduction along it, or a stored value at the element it writes (Adam's update, its moments)."""
+    if it.shape != k.shape or it.inner != k.inner and it.node.op in ir.REDUCE:
         return False
-    if it.node.op in ir.REDUCE and it.inner != k.inner:
+    return all(_is_row_view(v, k.shape, k.inner) if members[id(v.srcs[0])].node.op in ir.REDUCE else
+               v.arg == View.contiguous(k.shape) and v.srcs[0].shape == k.shape and it.inner == k.inner for v in reads)
+
+
+def _can_follow(k: Kernel, it: Item, targets: dict[int, ir.Buffer]) -> bool:
+    """Horizontal fusion: may `it` join the kernel just before it (one parameter's moments and update)? If the loops
+    agree, and no stage reads a buffer another assigns (`targets`: value -> buffer): that would stop it in place."""
+    if k.kind != LOOP or it.kind != LOOP or it.node.op in ir.REDUCE or it.inner != k.inner:
         return False
-    return all(members[id(v.srcs[0])].node.op in ir.REDUCE and _is_row_view(v, k.shape, k.inner) for v in reads)
+    loads = [{id(v.srcs[0].arg) for v in i.leaves if v.srcs[0].op == "load"} for i in [*k.items, it]]
+    writes = {id(targets[id(i.node)]) for i in k.items if id(i.node) in targets}
+    if writes & loads[-1] or id(it.node) in targets and id(targets[id(it.node)]) in set().union(*loads[:-1]):
+        return False
+    members = {id(i.node): i for i in k.items}
+    return _aligned(k, it, [v for v in it.leaves if id(v.srcs[0]) in members], members)
 
 
 def schedule(graph: Graph) -> Schedule:
@@ -162,10 +179,14 @@ def schedule(graph: Graph) -> Schedule:
     #    earlier than the kernels in between, which is safe: none of them reads it, none writes what it reads)
     kernels: list[Kernel] = []
     made_by: dict[int, int] = {}
+    targets = {id(e.srcs[1]): e.srcs[0].arg for e in effects}
     for it in items:
         deps = [made_by[id(v.srcs[0])] for v in it.leaves if id(v.srcs[0]) in made_by]
         k = max(deps, default=-1)
         if k >= 0 and kernels[k].kind in (LOOP, MATMUL) and _can_join(kernels[k], it):
+            kernels[k].items.append(it)
+        elif kernels and _can_follow(kernels[-1], it, targets):
+            k = len(kernels) - 1
             kernels[k].items.append(it)
         else:
             k = len(kernels)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from conftest import REPO
 
 MAX_MODULE_LINES = 460
-MAX_PACKAGE_LINES = 11000  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400)
+MAX_PACKAGE_LINES = 11025  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400,
+# then +25 for fusing one parameter's Adam update into one kernel, and reading moments where their assigns wrote them)
 
 
 def modules():

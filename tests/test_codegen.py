@@ -232,8 +232,8 @@ def test_a_sum_of_many_arrays_read_twice_is_stored_once(terms):
     program = check(outs, dtype="float32")
     reads = [{id(v.srcs[0]) for it in k.items for v in it.leaves} for k in program.schedule.kernels]
     stored = terms > passes.SHARED_READS
-    assert len(program.schedule.kernels) == 2 + stored
-    assert [len(r) for r in reads] == ([terms, 1, 1] if stored else [terms, terms])
+    assert len(program.schedule.kernels) == 2  # stored: the stream and its max along rows in one pass, then the sum
+    assert sum(len(r & {id(a) for a in parts}) for r in reads) == (1 if stored else 2) * terms
 
 
 def test_assign_in_place_and_when_the_old_value_is_read_later():
@@ -248,20 +248,23 @@ def test_assign_in_place_and_when_the_old_value_is_read_later():
         program([np.zeros((3, 4)), np.zeros((4, 3))])
 
 
-def test_an_assigned_value_another_update_reads_is_computed_once_and_written_in_place():
-    """Adam's moment: m' = 0.9 m + 0.1 g is assigned to m and read by p's update. The update reads m' where its
-    assign wrote it, so the old m is read only by the kernel that overwrites it: both assigns are in place, with
-    no copy at the end, and m' is not computed a second time inside p's update."""
+def test_an_adam_update_is_one_kernel_that_writes_in_place():
+    """Adam's moments m' = 0.9 m + 0.1 g and v' = 0.99 v + 0.01 g^2 are assigned to m and v and read by p's update.
+    The update reads them where their assigns wrote them (not recomputed from the old m and v), so each old value
+    is read only by the stage that overwrites it: every assign is in place, with no copy at the end; and the three
+    same-shaped stages are one kernel (one pass over memory), fused side by side and one after another."""
     rng = np.random.default_rng(4)
-    p, m, g = (buffer(name, (8, 5), "float64", rng) for name in ("p", "m", "g"))
-    m_new = ir.binary("add", ir.binary("mul", c(0.9, ir.load(m)), ir.load(m)),
-                      ir.binary("mul", c(0.1, ir.load(g)), ir.load(g)))
-    p_new = ir.binary("sub", ir.load(p), ir.binary("mul", c(0.01, m_new), m_new))
-    program = check([ir.reduce("sum", ir.load(g), [0])], [ir.assign(ir.load(m), m_new), ir.assign(ir.load(p), p_new)])
+    p, m, v, g = (buffer(name, (8, 5), "float64", rng) for name in ("p", "m", "v", "g"))
+    G = ir.load(g)
+    m_new = ir.binary("add", ir.binary("mul", c(0.9, G), ir.load(m)), ir.binary("mul", c(0.1, G), G))
+    v_new = ir.binary("add", ir.binary("mul", c(0.99, G), ir.load(v)), ir.binary("mul", c(0.01, G), ir.binary("mul", G, G)))
+    step = ir.binary("div", m_new, ir.binary("add", ir.unary("sqrt", v_new), c(1e-8, G)))
+    p_new = ir.binary("sub", ir.load(p), ir.binary("mul", c(0.01, G), step))
+    effects = [ir.assign(ir.load(m), m_new), ir.assign(ir.load(v), v_new), ir.assign(ir.load(p), p_new)]
+    program = check([ir.reduce("sum", G, [0])], effects)
     assert program.schedule.copies == []
-    readers_of_m = [k for k, kern in enumerate(program.schedule.kernels)
-                    if any(v.srcs[0].op == "load" and v.srcs[0].arg is m for it in kern.items for v in it.leaves)]
-    assert len(readers_of_m) == 1
+    stores = [k for k, kern in enumerate(program.schedule.kernels) if kern.items[0].node.op not in ir.REDUCE]
+    assert len(stores) == 1 and len(program.schedule.kernels[stores[0]].items) == 3
 
 
 def test_arange_cat_and_int_masks():
