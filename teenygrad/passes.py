@@ -207,12 +207,12 @@ def fold_views(graph: Graph) -> Graph:
     # And so is an expression that reads more than SHARED_READS arrays when several nodes read it (the residual
     # stream and its gradient, sums that grow by a term per layer): recomputed inside each reader, its cost
     # would grow with the square of the depth; stored, each reader reads one array.
-    # And so is an assigned value something else reads (Adam's m', read by the update): stored where its assign
-    # writes it, not recomputed from the old m, which then only the kernel overwriting it reads (in place, no copy).
-    store_first, readers, reads, assigned = set(), {}, {}, {id(e.srcs[1]) for e in graph.effects}
-    for n in graph.nodes():
-        for s in n.srcs:
-            readers[id(s)] = readers.get(id(s), 0) + 1
+    # And so is a value the step stores anyway (an output, an assigned value) that something else reads: read where
+    # it is written, not recomputed (Adam's m', read by the update, from the old m: then m' could not be in place).
+    store_first, readers, reads = set(), {}, {}
+    assigned = {id(e.srcs[1]) for e in graph.effects} | {id(n) for n in graph.outputs}
+    for s in [*(s for n in graph.nodes() for s in n.srcs), *graph.outputs]:  # an output counts as a reader
+        readers[id(s)] = readers.get(id(s), 0) + 1
     # (Reductions are not counted: one read along its row, as layer norm's mean, is a register of the kernel
     # that computes it, and storing the expression there would split that kernel.)
     arrays = ("load", "matmul", "cat", "contiguous")

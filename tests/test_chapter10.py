@@ -40,8 +40,8 @@ def test_full_run_figures(book_build):
     # "the compiler keeps in registers much of what the composed version sends through memory"
     assert fig["ch10_gpt_compiled_kernels"] < fig["ch10_gpt_composed_kernels"]
     assert fig["ch10_gpt_compiled_mb"] < 0.6 * fig["ch10_gpt_composed_mb"]
-    # "the hand-written kernels fuse more"
-    assert fig["ch10_gpt_eager_kernels"] < fig["ch10_gpt_compiled_kernels"]
+    # "the hand-written kernels still move less memory"
+    assert fig["ch10_gpt_eager_mb"] < fig["ch10_gpt_compiled_mb"]
     assert fig["ch10_compiled_ratio"] == pytest.approx(fig["ch10_compiled_ms"] / fig["ch10_eager_ms"], rel=1e-6)
     for name in ("ch10_gpt_first_call", "ch10_eager_ms", "ch10_compiled_ms", "ch10_train_minutes",
                  "ch10_train_ms_per_step", "ch10_chapter_minutes"):

@@ -251,20 +251,24 @@ def test_assign_in_place_and_when_the_old_value_is_read_later():
 def test_an_adam_update_is_one_kernel_that_writes_in_place():
     """Adam's moments m' = 0.9 m + 0.1 g and v' = 0.99 v + 0.01 g^2 are assigned to m and v and read by p's update.
     The update reads them where their assigns wrote them (not recomputed from the old m and v), so each old value
-    is read only by the stage that overwrites it: every assign is in place, with no copy at the end; and the three
+    is read only by the stage that overwrites it: every assign is in place, with no copy at the end. The gradient
+    they read is scaled (as clipping does) and is also an output, stored anyway: they read it back too. So the four
     same-shaped stages are one kernel (one pass over memory), fused side by side and one after another."""
     rng = np.random.default_rng(4)
     p, m, v, g = (buffer(name, (8, 5), "float64", rng) for name in ("p", "m", "v", "g"))
-    G = ir.load(g)
+    G = ir.binary("mul", ir.load(g), c(0.5, ir.load(g)))
     m_new = ir.binary("add", ir.binary("mul", c(0.9, G), ir.load(m)), ir.binary("mul", c(0.1, G), G))
     v_new = ir.binary("add", ir.binary("mul", c(0.99, G), ir.load(v)), ir.binary("mul", c(0.01, G), ir.binary("mul", G, G)))
     step = ir.binary("div", m_new, ir.binary("add", ir.unary("sqrt", v_new), c(1e-8, G)))
     p_new = ir.binary("sub", ir.load(p), ir.binary("mul", c(0.01, G), step))
     effects = [ir.assign(ir.load(m), m_new), ir.assign(ir.load(v), v_new), ir.assign(ir.load(p), p_new)]
-    program = check([ir.reduce("sum", G, [0])], effects)
+    program = check([ir.reduce("sum", ir.load(g), [0]), G], effects)
     assert program.schedule.copies == []
     stores = [k for k, kern in enumerate(program.schedule.kernels) if kern.items[0].node.op not in ir.REDUCE]
-    assert len(stores) == 1 and len(program.schedule.kernels[stores[0]].items) == 3
+    assert len(stores) == 1 and len(program.schedule.kernels[stores[0]].items) == 4
+    reading_g = [it for kern in program.schedule.kernels for it in kern.items
+                 if any(v.srcs[0].op == "load" and v.srcs[0].arg is g for v in it.leaves)]
+    assert len(reading_g) == 2  # the scaled gradient and the sum: the moments read the scaled one back
 
 
 def test_arange_cat_and_int_masks():
