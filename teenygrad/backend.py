@@ -3,8 +3,9 @@
     program = compile_graph(outputs, effects)     # ir.Nodes the front end captured
     results = program([array for each of program.inputs])
 
-The pipeline: `fold_constants`, `eliminate_dead`, `eliminate_common`, `fold_views`, `eliminate_common` again
-(view folding makes new duplicates), then `schedule` (fusion and buffer planning) and `generate` (source).
+The pipeline: `fold_constants`, `eliminate_dead`, `eliminate_common`, `merge_cats`, `fold_views`,
+`eliminate_common` again (view folding makes new duplicates), then `schedule` (fusion and buffer planning) and
+`generate` (source).
 The source is written to a file under the cache directory, named by its hash, and imported; numba compiles
 its functions on the first call and caches the machine code beside it (`cache=True`), so a second process
 that builds the same graph (same ops, shapes, dtypes, strides; the buffers' contents don't matter) starts
@@ -35,13 +36,14 @@ from teenygrad import ir
 from teenygrad.codegen import generate, slot_name
 from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.kernels.parallel_for import address_of, parallel_for
-from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
+from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views, merge_cats
 from teenygrad.schedule import Schedule, kernel_cost, schedule, tree
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
     ("eliminate_dead", eliminate_dead),
     ("eliminate_common", eliminate_common),
+    ("merge_cats", merge_cats),
     ("fold_views", fold_views),
     ("eliminate_common", eliminate_common),
 ]

@@ -332,11 +332,12 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
         v: View = op.arg
         strides = (0,) * (2 - len(batch)) + tuple(v.strides)
         views.append(f"{slot_name(sched.slots[id(op.srcs[0])])}, {v.offset}, {strides}")
+    out = (0,) * (2 - len(batch)) + sched.writes.get(id(mm), View.contiguous(mm.shape).strides)
     args = [slot_name(sched.slots[id(n_)]) for n_ in (a.srcs[0], b.srcs[0], mm)]
     args = list(dict.fromkeys(args))
     src.line(f"def {name}({', '.join(args)}):")
     src.line(f"    matmul_views{'_parallel' if parallel else ''}({views[0]}, {views[1]}, "
-             f"{slot_name(sched.slots[id(mm)])}, {(*lead, m, k, n)}, {blocks}, {step}, {by_rows})")
+             f"{slot_name(sched.slots[id(mm)])}, {out}, {(*lead, m, k, n)}, {blocks}, {step}, {by_rows})")
     return args, None, 0
 
 

@@ -7,6 +7,7 @@ and shares the rest. `Graph.format()` prints the IR (`ir.format_graph`), so a le
     fold_constants   an op whose operands are all constants is computed now, once (and x*1, x+0 vanish)
     eliminate_dead   nodes nothing needs are dropped (the graph keeps only what its roots reach)
     eliminate_common two nodes with the same op, argument and operands are one node (CSE)
+    merge_cats       a sum of zero-padded pieces that do not overlap (a sliced tensor's gradient) is one cat
     fold_views       chains of reshape/permute/expand/slice become one strided `view` of a buffer: a view is
                      index arithmetic (offset + sum of index * stride), so no data moves. Views are pushed
                      down through elementwise ops (permute(a + b) = permute(a) + permute(b)) until they sit on
@@ -162,6 +163,29 @@ def eliminate_common(graph: Graph) -> Graph:
         if n.op == "assign":
             return n
         return seen.setdefault(_key(n, n.srcs), n)
+    return graph.rebuild(merge)
+
+
+# ---- sums of padded gradients ----------------------------------------------------------------------------
+
+def merge_cats(graph: Graph) -> Graph:
+    """A sum of cats whose non-zero parts do not overlap is one cat: the gradient of qkv[..., :C], qkv[..., C:2C]
+    and qkv[..., 2C:] is three zero-padded pieces added up (three cats and an add, four passes over memory);
+    joined, each piece is written once, at its place."""
+    def merge(n: Node, srcs: tuple[Node, ...]) -> Node:
+        if n.op != "add" or any(s.op != "cat" or s.arg != srcs[0].arg or s.dtype != n.dtype for s in srcs):
+            return _same(n, srcs)
+        axis, pieces, parts, at = srcs[0].arg, [], [], 0  # pieces: (start, part), the non-zero parts of both
+        for c in srcs:
+            starts = np.cumsum([0] + [p.shape[axis] for p in c.srcs])
+            pieces += [(int(a), p) for a, p in zip(starts, c.srcs) if not (p.op == "const" and p.arg == 0)]
+        zeros = lambda k: ir.const(0, n.dtype, n.shape[:axis] + (k,) + n.shape[axis + 1:])  # noqa: E731
+        for start, part in sorted(pieces, key=lambda sp: sp[0]):
+            if start < at:  # two non-zero parts overlap: leave the add
+                return _same(n, srcs)
+            parts += [zeros(start - at), part] if start > at else [part]
+            at = start + part.shape[axis]
+        return ir.cat(parts + ([zeros(n.shape[axis] - at)] if at < n.shape[axis] else []), axis)
     return graph.rebuild(merge)
 
 

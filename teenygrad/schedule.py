@@ -13,7 +13,8 @@ Each stored node becomes an `Item`; consecutive items are fused into one `Kernel
     place when nothing else reads the raw product (the matmul itself is chapter 3's tiled kernel, compiled
     once: generating it into every kernel cost seconds of numba compile per product).
 Buffer planning then gives every intermediate a slot of scratch memory, reusing a slot once the last kernel
-that reads its previous tenant is done; `assign`s write straight into the parameter when that is safe.
+that reads its previous tenant is done; `assign`s write straight into the parameter when that is safe, and a
+product only copied into another layout (attention's heads put back side by side) is written in that layout.
 
 Not done yet (each a known way to go faster, none needed for correctness):
   - an elementwise result read by several kernels is recomputed in each, unless it reads more than a few
@@ -82,6 +83,7 @@ class Schedule:
     scratch: list[tuple[str, int]]                # (dtype, size) of each scratch array
     n_outputs: int = 0
     out_slots: list[Slot] = field(default_factory=list)
+    writes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(matmul) -> strides it writes at
 
 
 def tree(expr: Node | None) -> list[Node]:
@@ -192,6 +194,23 @@ def schedule(graph: Graph) -> Schedule:
             k = len(kernels)
             kernels.append(Kernel(it.kind, [it]))
         made_by[id(it.node)] = k
+    # -- a product read only by a copy into another layout (the heads put back side by side) is written in that
+    #    layout, and the copy vanishes: its readers read the product's slot
+    uses: dict[int, int] = {}
+    for it in (it for kern in kernels for it in kern.items):
+        for v in it.leaves:
+            uses[id(v.srcs[0])] = uses.get(id(v.srcs[0]), 0) + 1
+    writes: dict[int, tuple[int, ...]] = {}
+    copied: dict[int, Node] = {}  # id(matmul) -> the copy it writes
+    owner = {id(it.node): kern for kern in kernels for it in kern.items}
+    for kern in list(kernels):
+        it = kern.items[0]
+        mm = it.expr.srcs[0] if it.node.op == "contiguous" and it.expr.op == "view" else it.node
+        if kern.kind == LOOP and len(kern.items) == 1 and mm.op == "matmul" and uses[id(mm)] == 1 and \
+                len(owner[id(mm)].items) == 1 and id(mm) not in want and id(it.node) not in want and \
+                (strides := _permuted_write(it.expr.arg, mm.shape)) is not None:
+            writes[id(mm)], copied[id(mm)] = strides, it.node
+            kernels.remove(kern)
     kernel_of = {id(it.node): k for k, kern in enumerate(kernels) for it in kern.items}
     readers: dict[int, set[int]] = {}   # id(stored node) -> kernels that read it through a view
     for k, kern in enumerate(kernels):
@@ -271,10 +290,28 @@ def schedule(graph: Graph) -> Schedule:
                 i = len(scratch)
                 scratch.append((n.dtype, n.size))
             slots[id(n)] = Slot("scratch", n.dtype, n.size, i)
+            if id(n) in copied:  # written in its copy's layout: the copy's readers read it here
+                slots[id(copied[id(n)])] = slots[id(n)]
+                last[id(n)] = last.get(id(copied[id(n)]), k)
             live.setdefault(max(last.get(id(n), k), k), []).append(i)
         free.extend(live.pop(k, []))
     plan_copies = [(slots[id(v)], t) for v, t in copies]
-    return Schedule(kernels, inputs, slots, plan_copies, list(outputs), scratch, len(outputs), out_slots)
+    return Schedule(kernels, inputs, slots, plan_copies, list(outputs), scratch, len(outputs), out_slots, writes)
+
+
+def _permuted_write(v: View, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Where a product of `shape` goes in the layout of a copy that reads it through view `v`, as one stride per
+    axis of the product; None unless `v` only permutes the product's axes."""
+    src, dst = View.contiguous(shape).strides, View.contiguous(v.shape).strides
+    out, used = [0] * len(shape), set()
+    for d, (n, stride) in enumerate(zip(v.shape, v.strides)):
+        a = next((a for a in range(len(shape)) if a not in used and shape[a] == n and src[a] == stride), None)
+        if n > 1 and a is None:
+            return None
+        if n > 1:
+            used.add(a)
+            out[a] = dst[d]
+    return tuple(out) if v.offset == 0 and all(shape[a] == 1 for a in range(len(shape)) if a not in used) else None
 
 
 def _assigned(slots: dict[int, Slot], effects: list[Node], current: Node) -> list[Slot]:

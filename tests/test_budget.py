@@ -5,8 +5,9 @@ from __future__ import annotations
 from conftest import REPO
 
 MAX_MODULE_LINES = 460
-MAX_PACKAGE_LINES = 11025  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400,
-# then +25 for fusing one parameter's Adam update into one kernel, and reading moments where their assigns wrote them)
+MAX_PACKAGE_LINES = 11100  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400,
+# then +25 for fusing one parameter's Adam update into one kernel, and reading moments where their assigns wrote them,
+# +75 for one cat from a sliced tensor's padded gradients and products written in the layout their copy wanted)
 
 
 def modules():

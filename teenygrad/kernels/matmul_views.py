@@ -20,15 +20,18 @@ from teenygrad.kernels.matmul import matmul_tiled
 
 
 @kernel
-def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape):
-    """The operands and the product as 4-d arrays (strides in bytes for as_strided)."""
+def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape):
+    """The operands and the product as 4-d arrays (strides in bytes for as_strided). The product is written
+    through its strides too: into another array's layout (the heads side by side) when the compiler says so."""
     b0, b1, m, k, n = shape
     size = a.itemsize
     A = np.lib.stride_tricks.as_strided(a[a_offset:], shape=(b0, b1, m, k), strides=(
         a_strides[0] * size, a_strides[1] * size, a_strides[2] * size, a_strides[3] * size))
     B = np.lib.stride_tricks.as_strided(b[b_offset:], shape=(b0, b1, k, n), strides=(
         b_strides[0] * size, b_strides[1] * size, b_strides[2] * size, b_strides[3] * size))
-    return A, B, c[:b0 * b1 * m * n].reshape((b0, b1, m, n))
+    C = np.lib.stride_tricks.as_strided(c, shape=(b0, b1, m, n), strides=(
+        c_strides[0] * size, c_strides[1] * size, c_strides[2] * size, c_strides[3] * size))
+    return A, B, C
 
 
 @kernel(inline=True)
@@ -49,16 +52,17 @@ def _task(A, B, C, t, blocks, step, by_rows):
 
 
 @kernel
-def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step, by_rows):
-    """c[:size] = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n)."""
-    A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
+def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape, blocks, step, by_rows):
+    """(view of c) = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n)."""
+    A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape)
     for t in range(shape[0] * shape[1] * blocks):
         _task(A, B, C, t, blocks, step, by_rows)
 
 
 @kernel(parallel=True)
-def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, shape, blocks, step, by_rows):
+def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape, blocks, step,
+                          by_rows):
     """`matmul_views` with its tasks shared among threads."""
-    A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, shape)
+    A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape)
     for t in prange(shape[0] * shape[1] * blocks):
         _task(A, B, C, t, blocks, step, by_rows)
