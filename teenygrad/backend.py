@@ -226,7 +226,8 @@ class Program:
             total_bytes, total_flops = total_bytes + nbytes, total_flops + flops
             ops = []
             for it in kern.items:
-                fused = sorted({n.op for n in tree(it.expr)} - {"view", "const"})
+                fused = sorted({n.op for n in tree(it.expr)} - {"view", "const"}) or \
+                    (["skips zeros"] if id(it.node) in self.schedule.causal else [])
                 where = slot_name(self.schedule.slots[id(it.node)]) if id(it.node) in self.schedule.slots \
                     else "register"
                 ops.append(f"{it.node.op}{it.node.shape}" + (f"[{' '.join(fused)}]" if fused else "") + f"->{where}")

@@ -337,7 +337,8 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
     args = list(dict.fromkeys(args))
     src.line(f"def {name}({', '.join(args)}):")
     src.line(f"    matmul_views{'_parallel' if parallel else ''}({views[0]}, {views[1]}, "
-             f"{slot_name(sched.slots[id(mm)])}, {out}, {(*lead, m, k, n)}, {blocks}, {step}, {by_rows})")
+             f"{slot_name(sched.slots[id(mm)])}, {out}, {(*lead, m, k, n)}, {blocks}, {step}, {by_rows}, "
+             f"{sched.causal.get(id(mm), 0) if blocks == 1 else 0})")
     return args, None, 0
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from teenygrad import ir
 from teenygrad.ir import Node
 from teenygrad.passes import ELEMENTWISE, Graph, View, reshape_expr
+from teenygrad.triangles import Triangles
 
 LOOP, MATMUL, CAT, COPY = "loop", "matmul", "cat", "copy"
 
@@ -84,6 +85,7 @@ class Schedule:
     n_outputs: int = 0
     out_slots: list[Slot] = field(default_factory=list)
     writes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(matmul) -> strides it writes at
+    causal: dict[int, int] = field(default_factory=dict)  # id(matmul) -> zeros it may skip (`teenygrad.triangles`)
 
 
 def tree(expr: Node | None) -> list[Node]:
@@ -296,7 +298,10 @@ def schedule(graph: Graph) -> Schedule:
             live.setdefault(max(last.get(id(n), k), k), []).append(i)
         free.extend(live.pop(k, []))
     plan_copies = [(slots[id(v)], t) for v, t in copies]
-    return Schedule(kernels, inputs, slots, plan_copies, list(outputs), scratch, len(outputs), out_slots, writes)
+    mode = Triangles().mode  # products with a triangular operand: they may skip its zeros
+    causal = {id(it.node): m for kern in kernels for it in kern.items if it.kind == MATMUL and (m := mode(it.node))}
+    return Schedule(kernels, inputs, slots, plan_copies, list(outputs), scratch, len(outputs), out_slots, writes,
+                    causal)
 
 
 def _permuted_write(v: View, shape: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from teenygrad.kernels.jit import kernel, prange
-from teenygrad.kernels.matmul import matmul_tiled
+from teenygrad.kernels.matmul import matmul_tiled, matmul_tiled_into, tiled_buffers
 
 
 @kernel
@@ -35,13 +35,18 @@ def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape):
 
 
 @kernel(inline=True)
-def _task(A, B, C, t, blocks, step, by_rows):
-    """Task t: rows (by_rows) or columns lo..hi of one product of the batch. Inlined into both drivers: called
-    as a function from the parallel loop, the copy numba loads from its disk cache ran 2.5x slower than the one
-    it had just compiled (numba issue #8085; 768x128 @ 128x512: 4.8 ms vs 1.9 ms)."""
+def _task(A, B, C, t, blocks, step, by_rows, causal):
+    """Task t: rows (by_rows) or columns lo..hi of one product of the batch; or, when `causal` (a mode of
+    `matmul_tiled_into`: the compiler proved A triangular, `teenygrad.triangles`), the whole product, skipping the
+    zeros. Inlined into both drivers: called as a function from the parallel loop, the copy numba loads from its
+    disk cache ran 2.5x slower than the one it had just compiled (numba issue #8085; 768x128 @ 128x512: 4.8 ms vs
+    1.9 ms)."""
     i0, i1 = t // blocks // A.shape[1], t // blocks % A.shape[1]
     lo = (t % blocks) * step
-    if by_rows:
+    if causal:
+        bp, edge = tiled_buffers(C, A.shape[3], B.shape[3])
+        matmul_tiled_into(A[i0, i1], B[i0, i1], C[i0, i1], bp, edge, causal)
+    elif by_rows:
         hi = min(lo + step, A.shape[2])
         if hi > lo:
             matmul_tiled(A[i0, i1, lo:hi], B[i0, i1], C[i0, i1, lo:hi])
@@ -52,17 +57,18 @@ def _task(A, B, C, t, blocks, step, by_rows):
 
 
 @kernel
-def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape, blocks, step, by_rows):
-    """(view of c) = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n)."""
+def matmul_views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape, blocks, step, by_rows, causal):
+    """(view of c) = (view of a) @ (view of b), on the calling thread. shape: (b0, b1, m, k, n); blocks must be 1
+    when `causal` is not 0."""
     A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape)
     for t in range(shape[0] * shape[1] * blocks):
-        _task(A, B, C, t, blocks, step, by_rows)
+        _task(A, B, C, t, blocks, step, by_rows, causal)
 
 
 @kernel(parallel=True)
 def matmul_views_parallel(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape, blocks, step,
-                          by_rows):
+                          by_rows, causal):
     """`matmul_views` with its tasks shared among threads."""
     A, B, C = _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape)
     for t in prange(shape[0] * shape[1] * blocks):
-        _task(A, B, C, t, blocks, step, by_rows)
+        _task(A, B, C, t, blocks, step, by_rows, causal)

@@ -1,0 +1,100 @@
+"""Causal structure (chapter 10): which products may skip the zeros a causal mask leaves.
+
+With a causal mask, attention's probabilities P are 0 wherever key j comes after query i (j > i), and so is the
+gradient of its scores, dS = P (dP - rowsum(dP P)). A product with such a lower-triangular operand need not multiply
+those zeros: chapter 3's tiled kernel skips them micro-tile by micro-tile (`matmul_tiled_into`'s causal modes), as
+chapter 9's hand-written attention does. Here the compiler finds them itself, by a small abstract interpretation of
+the scheduled expressions: what is each value at the elements with j > i of its last two axes?
+
+    ZERO     0 there                 (a where() that picks 0 there, exp of -inf, 0 * x, 0 / x)
+    NEG_INF  -inf there              (the mask's -inf, plus or minus a finite value)
+    None     anything: not proven
+
+Like chapter 9's kernel, which never reads the masked scores, it assumes the values it knows nothing about are
+finite (and nonzero as divisors, as a softmax's row sum is): -inf + x is -inf, 0 * x and 0 / x are 0 only for such
+an x (a step that already has inf or nan in its scores is wrong anyway).
+"""
+from __future__ import annotations
+
+import math
+
+from teenygrad.ir import Node
+from teenygrad.passes import View
+
+ZERO, NEG_INF = "zero", "-inf"
+# matmul_tiled_into's modes: 2 when a[i, k] = 0 for k > i (P v, dS k); 3 when a[i, k] = 0 for k < i (P^T g)
+LOWER_A, UPPER_A = 2, 3
+
+
+def _index(n: Node) -> tuple[int, int] | None:
+    """(axis, c) when n is the index along one of the last two axes plus a constant: (-2, c) is i + c."""
+    if n.op == "add" and n.srcs[1].op == "const" and isinstance(n.srcs[1].arg, int):
+        base = _index(n.srcs[0])
+        return None if base is None else (base[0], base[1] + n.srcs[1].arg)
+    if n.op != "view" or n.srcs[0].op != "arange" or len(n.shape) < 2:
+        return None
+    moving = [d for d, s in enumerate(n.arg.strides) if s != 0]
+    if len(moving) != 1 or n.arg.strides[moving[0]] != 1 or moving[0] < len(n.shape) - 2:
+        return None
+    return moving[0] - len(n.shape), n.arg.offset
+
+
+def _masks_upper(cond: Node) -> bool:
+    """Is `cond` true at every j > i? lt(i + a, j + b) is true exactly where j > i + a - b."""
+    if cond.op != "lt":
+        return False
+    row, col = _index(cond.srcs[0]), _index(cond.srcs[1])
+    return row is not None and col is not None and row[0] == -2 and col[0] == -1 and row[1] <= col[1]
+
+
+def _same_triangle(v: Node, transposed: bool = False) -> bool:
+    """Does view v read its source's element (i, j) of the last two axes at its own (i, j) (or (j, i))?"""
+    src: Node = v.srcs[0]
+    if len(v.shape) < 2 or len(src.shape) < 2 or src.shape[-1] != src.shape[-2]:
+        return False
+    want = View.contiguous(src.shape).strides[-2:]
+    strides = tuple(v.arg.strides[-2:])
+    return v.shape[-2:] == src.shape[-2:] and strides == (want[::-1] if transposed else want) and \
+        v.arg.offset % (src.shape[-1] * src.shape[-2]) == 0
+
+
+class Triangles:
+    """What every node of a scheduled graph is above the diagonal (memoized over the shared expressions)."""
+
+    def __init__(self) -> None:
+        self.memo: dict[int, str | None] = {}
+
+    def stored(self, n: Node) -> str | None:
+        """A stored node: a copy kernel's value is its expression's; other kinds are not looked into."""
+        return self.value(n.srcs[0]) if n.op == "contiguous" else None
+
+    def value(self, n: Node) -> str | None:
+        if id(n) not in self.memo:
+            self.memo[id(n)] = self._value(n)
+        return self.memo[id(n)]
+
+    def _value(self, n: Node) -> str | None:
+        if n.op == "const":
+            return ZERO if n.arg == 0 else NEG_INF if n.arg == -math.inf else None
+        if n.op == "view":
+            return self.stored(n.srcs[0]) if _same_triangle(n) else None
+        if n.op == "where":
+            return self.value(n.srcs[1]) if _masks_upper(n.srcs[0]) else None
+        vals = [self.value(s) for s in n.srcs]
+        a, b = vals[0], vals[-1]
+        if n.op == "exp":
+            return ZERO if a == NEG_INF else None
+        if n.op in ("neg", "cast"):
+            return ZERO if a == ZERO else None
+        if n.op == "add" and NEG_INF in vals or n.op == "sub" and a == NEG_INF and b != NEG_INF:
+            return NEG_INF
+        if n.op in ("add", "sub") and a == b == ZERO or n.op == "mul" and ZERO in vals and NEG_INF not in vals:
+            return ZERO
+        return ZERO if n.op == "div" and a == ZERO and b is None else None
+
+    def mode(self, mm: Node) -> int:
+        """The causal mode for the product mm = a @ b (0: multiply everything)."""
+        a = mm.srcs[0]
+        if a.op != "view" or a.shape[-1] != a.shape[-2] or self.stored(a.srcs[0]) != ZERO:
+            return 0
+        return LOWER_A if _same_triangle(a) else UPPER_A if _same_triangle(a, transposed=True) else 0
