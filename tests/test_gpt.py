@@ -91,7 +91,10 @@ def test_linear_and_gelu_match_composed(path, shape, bias, out, dtype, seed):
     g = tg.tensor(rng.standard_normal(shape[:-1] + (out,)), dtype=dtype)
     tol = 1e-5 if dtype == tg.float32 else 1e-10
     assert_same(F.linear, F.linear_unfused, inputs, g, tol)
-    assert_same(F.gelu, F.gelu_unfused, (x,), tg.tensor(rng.standard_normal(shape), dtype=dtype), 2e-6)
+    # float32: the fused GELU's tanh32 and the composed tanh round differently; hypothesis found a gradient 2.06e-6
+    # apart (|g| ~ 3) when this was 2e-6 for both dtypes
+    assert_same(F.gelu, F.gelu_unfused, (x,), tg.tensor(rng.standard_normal(shape), dtype=dtype),
+                5e-6 if dtype == tg.float32 else 1e-10)
 
 
 def test_gelu_float32_tanh_is_accurate():
