@@ -298,8 +298,12 @@ def schedule(graph: Graph) -> Schedule:
             live.setdefault(max(last.get(id(n), k), k), []).append(i)
         free.extend(live.pop(k, []))
     plan_copies = [(slots[id(v)], t) for v, t in copies]
-    mode = Triangles().mode  # products with a triangular operand: they may skip its zeros
-    causal = {id(it.node): m for kern in kernels for it in kern.items if it.kind == MATMUL and (m := mode(it.node))}
+    mode, read_by = Triangles().mode, {}  # products with a triangular operand or result: they may skip its zeros
+    for it in (it for kern in kernels for it in kern.items):
+        for v in it.leaves:
+            read_by.setdefault(id(v.srcs[0]), []).append(it.expr if it.kind == LOOP else None)
+    causal = {id(it.node): m for kern in kernels for it in kern.items if it.kind == MATMUL and
+              (m := mode(it.node, read_by.get(id(it.node), []) + [None] * (id(it.node) in want)))}
     return Schedule(kernels, inputs, slots, plan_copies, list(outputs), scratch, len(outputs), out_slots, writes,
                     causal)
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 
 from teenygrad.ir import Node
-from teenygrad.passes import View
+from teenygrad.passes import ELEMENTWISE, View
 
 ZERO, NEG_INF = "zero", "-inf"
-# matmul_tiled_into's modes: 2 when a[i, k] = 0 for k > i (P v, dS k); 3 when a[i, k] = 0 for k < i (P^T g)
-LOWER_A, UPPER_A = 2, 3
+# matmul_tiled_into's modes: 1 when out[i, j] is wanted only for j <= i (S = q k^T, dP = g v^T: the rest is set to 0);
+# 2 when a[i, k] = 0 for k > i (P v, dS k); 3 when a[i, k] = 0 for k < i (P^T g)
+WANTED_BELOW, LOWER_A, UPPER_A = 1, 2, 3
 
 
 def _index(n: Node) -> tuple[int, int] | None:
@@ -92,9 +93,31 @@ class Triangles:
             return ZERO
         return ZERO if n.op == "div" and a == ZERO and b is None else None
 
-    def mode(self, mm: Node) -> int:
-        """The causal mode for the product mm = a @ b (0: multiply everything)."""
+    def mode(self, mm: Node, readers: list[Node | None]) -> int:
+        """The causal mode for the product mm = a @ b (0: compute everything), given the expressions that read it
+        (None for a reader that is not an expression: a matmul, a cat, an output)."""
         a = mm.srcs[0]
-        if a.op != "view" or a.shape[-1] != a.shape[-2] or self.stored(a.srcs[0]) != ZERO:
-            return 0
-        return LOWER_A if _same_triangle(a) else UPPER_A if _same_triangle(a, transposed=True) else 0
+        if a.op == "view" and a.shape[-1] == a.shape[-2] and self.stored(a.srcs[0]) == ZERO:
+            return LOWER_A if _same_triangle(a) else UPPER_A if _same_triangle(a, transposed=True) else 0
+        square = len(mm.shape) >= 2 and mm.shape[-1] == mm.shape[-2]
+        return WANTED_BELOW if square and readers and all(e is not None and self._unread(e, mm) for e in readers) else 0
+
+    def _unread(self, e: Node, mm: Node) -> bool:
+        """Does e read mm only at its own (i, j), and above the diagonal only inside a value proven there (which
+        then does not depend on mm's elements, as long as they are finite)?"""
+        seen, stack = set(), [e]
+        while stack:
+            n = stack.pop()
+            if id(n) not in seen:
+                seen.add(id(n))
+                if n.op == "view" and n.srcs[0] is mm and not _same_triangle(n):
+                    return False
+                stack.extend(n.srcs if n.op in ELEMENTWISE else ())
+        return self._shielded(e, mm, {})
+
+    def _shielded(self, e: Node, mm: Node, memo: dict[int, bool]) -> bool:
+        if id(e) not in memo:
+            memo[id(e)] = self.value(e) is not None or (e.srcs[0] is not mm if e.op == "view" else
+                                                          e.op not in ELEMENTWISE or
+                                                          all(self._shielded(s, mm, memo) for s in e.srcs))
+        return memo[id(e)]

@@ -296,7 +296,7 @@ def matmul_tiled_into(a, b, out, bp, edge, causal=0):
 
     `causal` skips the work a causal mask makes useless (i, j, k index rows of out, its columns, the depth):
       1: only out[i, j] with j <= i is wanted (S = q k^T): micro-tiles wholly above the diagonal are not
-         computed, and are left as they were;
+         computed, but set to 0 (so a reader that multiplies them by 0, or adds -inf, never meets an inf or nan);
       2: a[i, k] = 0 for k > i (y = P v, P lower-triangular): each strip of rows stops at its last row's k;
       3: a[i, k] = 0 for k < i (P^T g): each strip starts at its first row's k.
 
@@ -347,6 +347,9 @@ def _tiled_into(a, b, out, bp, edge, causal):
                 width = nc  # the columns this strip needs: all, unless causal 1 leaves tiles above the diagonal
                 if causal == 1:
                     width = min(nc, max(0, ir + mr - jc))
+                    for i in range(ir, ir + mr if pc == 0 else ir):  # the tiles skipped: 0, once
+                        for j in range(jc + (width + NR - 1) // NR * NR, jc + nc):
+                            out[i, j] = 0
                 _micro_kernel(a_rows[:, k0:k1], bp, k0 * NR, kc * NR, out, ir, jc, nc, (width + NR - 1) // NR, mr,
                               pc > 0)
 
