@@ -94,13 +94,19 @@ def index_expr(view: View, names: list[str]) -> str:
 class _Expr:
     """Emits the straight-line code of one expression tree at one point of the iteration space."""
 
-    def __init__(self, src: _Source, sched: Schedule, names: list[str], local: dict[int, str]) -> None:
+    def __init__(self, src: _Source, sched: Schedule, names: list[str], local: dict[int, str],
+                 saved: dict[int, str] | None = None, at: str = "") -> None:
         self.src, self.sched, self.names, self.local = src, sched, names, local
         self.memo: dict[int, str] = {}
+        self.saved, self.at = saved or {}, at  # values an earlier stage kept in a row buffer, read at index `at`
 
     def __call__(self, n: Node) -> str:
         if id(n) not in self.memo:
-            self.memo[id(n)] = self._emit(n)
+            if id(n) in self.saved:
+                self.memo[id(n)] = self.src.var()
+                self.src.line(f"{self.memo[id(n)]} = {self.saved[id(n)]}[u({self.at})]")
+            else:
+                self.memo[id(n)] = self._emit(n)
         return self.memo[id(n)]
 
     def _emit(self, n: Node) -> str:
@@ -224,19 +230,36 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     n_outer = int(np.prod([shape[d] for d in outer], dtype=np.int64))
     parallel = n_outer > 1 and _work(kern) >= jit.PARALLEL_MIN_WORK
     args = _slots_of(kern, sched)
-    _open(name, args, src)
+    # an exp (or tanh, log) a reduction's pass computes and a later stage needs again (softmax's e^(x - max), summed,
+    # then divided by the sum) is kept in a row buffer by that pass, and read back, not computed twice
+    at = index_expr(View.contiguous(tuple(shape[d] for d in inner)), [names[d] for d in inner])
+    trees = [set(map(id, tree(it.expr))) for it in kern.items]
+    keeps, saved = [[] for _ in kern.items], {}
+    for k, it in enumerate(kern.items):
+        if it.node.op in ir.REDUCE:
+            keeps[k] = [m for m in tree(it.expr) if m.op in ("exp", "tanh", "log") and id(m) not in saved and
+                        any(id(m) in ids for ids in trees[k + 1:])]
+            saved.update({id(m): f"row{len(saved)}" for m in keeps[k]})
+    _header(name, [*args, "first", "last"], src)
+    for m in (m for keep in keeps for m in keep):
+        src.line(f"{saved[id(m)]} = np.empty({int(np.prod([shape[d] for d in inner], dtype=np.int64))}, "
+                 f"{_CAST[m.dtype]})")
+    src.line("for o in range(first, last):")
+    src.depth += 1
     _unravel(src, outer, shape, names, "o")
     local: dict[int, str] = {}
-    for it in kern.items:
+    for k, it in enumerate(kern.items):
         base = src.depth
         n = it.node
-        expr = _Expr(src, sched, names, local)
+        expr = _Expr(src, sched, names, local, {i: r for i, r in saved.items() if i not in map(id, keeps[k])}, at)
         if n.op in ir.REDUCE:
             acc = src.var("acc")
             src.line(f"{acc} = " + (_init(n) if n.op == "sum" or n.dtype != "float32" else
                                     src.const(float("-inf"), "float32")))
             _loops(src, inner, shape, names)
             v = expr(it.expr)
+            for m in keeps[k]:
+                src.line(f"{saved[id(m)]}[u({at})] = {expr(m)}")
             if n.op == "sum":
                 src.line(f"{acc} += {v}")
             else:
