@@ -17,7 +17,7 @@ STATED = {"ch10_cse_before", "ch10_cse_after", "ch10_softmax_kernels", "ch10_lin
           "ch10_gpt_composed_kernels", "ch10_gpt_composed_mb", "ch10_gpt_eager_kernels", "ch10_gpt_eager_mb",
           "ch10_gpt_compiled_kernels", "ch10_gpt_compiled_mb", "ch10_eager_ms", "ch10_compiled_ms",
           "ch10_compiled_ratio", "ch10_val_loss", "ch10_train_minutes", "ch10_train_ms_per_step", "ch10_traces",
-          "ch10_chapter_minutes", "ch10_shared_reads"}
+          "ch10_chapter_minutes", "ch10_shared_reads", "ch10_gpt_products", "ch10_gpt_causal_products"}
 
 
 def test_every_figure_in_the_prose_is_glued_by_the_code():
@@ -47,6 +47,9 @@ def test_full_run_figures(book_build):
                  "ch10_train_ms_per_step", "ch10_chapter_minutes"):
         assert fig[name] > 0, name                                         # timings: only that they were measured
     assert fig["ch10_shared_reads"] == passes.SHARED_READS                 # "reads more than 3 arrays"
+    # "... of the step's ... matrix products skip those micro-tiles": S, dP, P v, P^T g and dS k in each of the 4
+    # layers (not dk^T = q^T dS, whose zeros are in the second operand)
+    assert fig["ch10_gpt_causal_products"] == 5 * 4 < fig["ch10_gpt_products"]
     assert fig["ch10_traces"] == 2                                         # "traced 2 times"
     # the compiled run trains as chapter 9's eager run of the same recipe, weights and batches does
     assert fig["ch10_val_loss"] <= 1.9
