@@ -201,8 +201,8 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
     rng = np.random.default_rng(seed)
     size = "x".join(str(n) for n in speed.arguments(np.random.default_rng(0))[0].shape)
     arguments = [(list(a.shape), a.dtype.str) for a in speed.arguments(np.random.default_rng(0))]
-    ref_times, why = _run(*make_box("speed-reference"), {"reference": speed.reference, "arguments": arguments},
-                          speed, rng, LOAD_SECONDS)
+    ref_config = {"reference": speed.reference, "arguments": arguments}
+    ref_times, why = _run(*make_box("speed-reference"), ref_config, speed, rng, LOAD_SECONDS)
     if why:
         raise RuntimeError(f"the reference kernel {speed.reference} failed in the timing harness: {why}")
     reference = min(ref_times)
@@ -222,8 +222,7 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         # up to `patience` seconds to find a quiet spell, and a burst of other work during the reference's one
         # spell inflates the ratio (measured in CI: a 1.5x kernel given 3.1x). The faster spell counts.
         again = replace(speed, patience=speed.seconds)
-        more, why = _run(*make_box("speed-reference-again"), {"reference": speed.reference, "arguments": arguments},
-                         again, rng, LOAD_SECONDS)
+        more, why = _run(*make_box("speed-reference-again"), ref_config, again, rng, LOAD_SECONDS)
         ratio = min(reference, *more) / min(times) if more and not why else ratio
     if ratio < speed.speedup:
         return (f"timed by the grader, {ratio:.1f} times as fast as {speed.reference.split(':')[1]} at {size}; "

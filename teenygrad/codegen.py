@@ -251,7 +251,8 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     for k, it in enumerate(kern.items):
         base = src.depth
         n = it.node
-        expr = _Expr(src, sched, names, local, {i: r for i, r in saved.items() if i not in map(id, keeps[k])}, at)
+        mine = {id(m) for m in keeps[k]}  # what this stage keeps, it computes
+        expr = _Expr(src, sched, names, local, {i: r for i, r in saved.items() if i not in mine}, at)
         if n.op in ir.REDUCE:
             acc = src.var("acc")
             src.line(f"{acc} = " + (_init(n) if n.op == "sum" or n.dtype != "float32" else
