@@ -167,6 +167,9 @@ class Program:
         compile_kernels(module, self.path, sched)
         self._scratch = [np.empty(size, dtype) for dtype, size in sched.scratch]
         self._scratch.append(np.empty(module.PARTIALS, np.float64))  # p0: partial sums of column reductions
+        # what each call checks and allocates, worked out once (a step calls with hundreds of arrays)
+        self._in_spec = [(tuple(b.shape), np.dtype(b.dtype)) for b in self.inputs]
+        self._out_spec = [(n.size, np.dtype(n.dtype), tuple(n.shape)) for n in self.outputs]
         self._out_index = []  # for each output: which earlier output it repeats (then it is copied), or None
         seen: dict[int, int] = {}
         for i, n in enumerate(self.outputs):
@@ -178,21 +181,20 @@ class Program:
             raise ValueError(f"Program: expected {len(self.inputs)} arrays (one per program.inputs: "
                              f"{[b.name for b in self.inputs]}), got {len(arrays)}")
         flat = []
-        for buf, a in zip(self.inputs, arrays):
-            if not isinstance(a, np.ndarray) or a.shape != tuple(buf.shape) or a.dtype != np.dtype(buf.dtype) \
-                    or not a.flags.c_contiguous:
+        for buf, (shape, dtype), a in zip(self.inputs, self._in_spec, arrays):
+            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
                 got = f"{a.shape} {a.dtype}" if isinstance(a, np.ndarray) else type(a).__name__
                 raise ValueError(f"Program: input {buf.name!r} must be a C-contiguous {buf.dtype} array of shape "
-                                 f"{tuple(buf.shape)}, got {got} (use np.ascontiguousarray(x, dtype))")
+                                 f"{shape}, got {got} (use np.ascontiguousarray(x, dtype))")
             flat.append(a.reshape(-1))
-        outs = [np.empty(n.size, n.dtype) for n in self.outputs]
+        outs = [np.empty(size, dtype) for size, dtype, _ in self._out_spec]
         if JIT_ENABLED:
             self._run(*flat, *outs, *self._scratch)
         else:
             with np.errstate(all="ignore"):
                 self._run(*flat, *outs, *self._scratch)
-        return [(outs[j].copy() if j is not None else outs[i]).reshape(n.shape)
-                for i, (n, j) in enumerate(zip(self.outputs, self._out_index))]
+        return [(outs[j].copy() if j is not None else outs[i]).reshape(shape)
+                for i, ((_, _, shape), j) in enumerate(zip(self._out_spec, self._out_index))]
 
     def profile(self, arrays: Sequence[np.ndarray], repeats: int = 5) -> list[float]:
         """Seconds each kernel takes (best of `repeats`), run one by one on these inputs (which assigns may

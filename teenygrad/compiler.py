@@ -136,7 +136,7 @@ def _unflatten(value: Any, leaves: list) -> Any:
 
 
 def _grad_sig(g: Tensor | None) -> Any:
-    return None if g is None else (g.shape, str(g.dtype))
+    return None if g is None else (g.shape, g.dtype)
 
 
 # ---- one trace, ready to run -----------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ elimination) build keys from `(op, arg, dtype, shape, srcs)`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -63,7 +64,7 @@ class Node:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {self.shape}, {self.dtype}{'' if self.arg is None else f', {self.arg!r}'})"
