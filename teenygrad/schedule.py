@@ -5,7 +5,9 @@ nodes. Only a few kinds of node are *stored* (written to memory by a kernel): lo
 reductions, matmuls, cats, forced copies (`contiguous`), the step's outputs and the values it assigns. Every
 elementwise op is computed inside the kernel that needs it, in registers: that is elementwise fusion.
 
-Each stored node becomes an `Item`; consecutive items are fused into one `Kernel` when that is legal:
+The stored nodes are taken in an order that computes each as soon as what it reads is ready (`_eager_order`):
+a weight's gradient right after its dy, while dy is still in cache, and same-shaped optimizer updates side by
+side. Each stored node becomes an `Item`; consecutive items are fused into one `Kernel` when that is legal:
   - a reduction's consumers (softmax: max, then sum of exp(x - max), then exp(x - max) / sum) share its
     outer loop when they read it only "along the row" (a view with stride 0 on the reduced axes): the
     reduced value is then a local variable, and is written to memory only when someone outside needs it;
@@ -171,10 +173,35 @@ def _can_follow(k: Kernel, it: Item, targets: dict[int, ir.Buffer]) -> bool:
     return _aligned(k, it, [v for v in it.leaves if id(v.srcs[0]) in members], members)
 
 
+def _eager_order(order: list[Node]) -> list[Node]:
+    """The nodes in a topological order that computes each one as soon as all it reads is ready, keeping the
+    order given otherwise. A depth-first order from the outputs runs the backward pass's chain first and the
+    weights' gradients (dW = x^T dy) after all of it, when dy and x have long left the cache; here dW follows
+    its dy at once."""
+    consumers: dict[int, list[Node]] = {}
+    for n in order:
+        for s in dict.fromkeys(n.srcs):
+            consumers.setdefault(id(s), []).append(n)
+    done: set[int] = set()
+    out: list[Node] = []
+    for first in order:
+        if id(first) in done:
+            continue
+        stack = [first]
+        while stack:
+            n = stack.pop()
+            if id(n) in done or not all(id(s) in done for s in n.srcs):
+                continue
+            done.add(id(n))
+            out.append(n)
+            stack.extend(reversed(consumers.get(id(n), [])))
+    return out
+
+
 def schedule(graph: Graph) -> Schedule:
     """Group the stored nodes of a view-folded graph into kernels and plan their memory."""
     outputs, effects = graph.outputs, graph.effects
-    order = ir.toposort([*outputs, *effects])
+    order = _eager_order(ir.toposort([*outputs, *effects]))
     stored_ops = (*ir.REDUCE, "matmul", "cat", "contiguous")
     want = {id(n) for n in outputs} | {id(e.srcs[1]) for e in effects}
     items = [_item(n) for n in order

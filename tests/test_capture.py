@@ -90,6 +90,27 @@ def test_chapter7_mlp_step_compiled_equals_eager(dtype, opt, backend):
     compare_training(mlp, make_opt, batches, dtype, schedule=opt == "adamw", backend=backend)
 
 
+def test_each_weight_gradient_is_computed_while_its_dy_is_fresh():
+    """A depth-first order from the outputs runs the whole backward chain first (clipping's norm reads every
+    gradient, the first layer's first) and the weights' gradients after it, when what they read left the cache
+    long ago. The schedule computes dW of a layer as soon as its dy exists: from the last layer to the first,
+    each before the chain moves on to the layer below."""
+    widths = [6, 16, 24, 32, 4]
+    tg.manual_seed(0)
+    layers = [nn.Linear(a, b) for a, b in zip(widths, widths[1:])]
+    model = nn.Sequential(*[m for lin in layers for m in (lin, nn.Tanh())][:-1])
+    step = tg.compile(train_step(model, optim.AdamW(model.parameters(), lr=0.01), clip=1.0))
+    x, y = tg.tensor(np.random.default_rng(0).standard_normal((8, 6))), tg.tensor(np.arange(8) % 4)
+    for _ in range(2):
+        step(x, y)
+    shapes = [k.items[0].node.shape for k in step.program.schedule.kernels if k.kind == "matmul"]
+    backward = shapes[shapes.index((8, 4)) + 1:]  # after the logits' product
+    dw = [backward.index(s) for a, b in zip(widths, widths[1:]) for s in ((b, a), (a, b)) if s in backward]
+    assert len(dw) == 4 and dw == sorted(dw, reverse=True), backward  # last layer's first
+    for i in (3, 2):  # dW of layer i+1 comes before the chain's next product, dx of layer i's input
+        assert dw[i] < backward.index((8, widths[i - 1])), backward
+
+
 class NamesMLP(nn.Module):
     """Chapter 8's MLP language model: embeddings of the context side by side, a tanh layer, logits."""
 
