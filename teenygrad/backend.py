@@ -36,7 +36,15 @@ from teenygrad import ir
 from teenygrad.codegen import generate, slot_name
 from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.kernels.parallel_for import address_of, parallel_for
-from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views, merge_cats
+from teenygrad.passes import (
+    Graph,
+    eliminate_common,
+    eliminate_dead,
+    fold_constants,
+    fold_views,
+    merge_cats,
+    transpose_products,
+)
 from teenygrad.schedule import Schedule, kernel_cost, schedule, tree
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
@@ -44,6 +52,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("eliminate_dead", eliminate_dead),
     ("eliminate_common", eliminate_common),
     ("merge_cats", merge_cats),
+    ("transpose_products", transpose_products),
     ("fold_views", fold_views),
     ("eliminate_common", eliminate_common),
 ]

@@ -189,6 +189,38 @@ def merge_cats(graph: Graph) -> Graph:
     return graph.rebuild(merge)
 
 
+# ---- transposed products -------------------------------------------------------------------------------
+
+def transpose_products(graph: Graph) -> Graph:
+    """A batched product read only transposed (its last two axes swapped back) is computed transposed:
+    (A B)^T = B^T A^T. Attention's key gradient is such a product, dk^T = q^T dS, read as dk: computed as
+    dk = dS^T q it is written in the layout its reader wants, and, dS being causal (zero above the diagonal), it
+    may skip dS's zeros as dv = P^T g does (`teenygrad.triangles`). Plain 2-d products (weights' gradients)
+    are left alone: swapping their operands changes how the tuned kernel cuts them."""
+    readers: dict[int, list[Node]] = {}
+    for n in graph.nodes():
+        for src in dict.fromkeys(n.srcs):
+            readers.setdefault(id(src), []).append(n)
+    roots = {id(n) for n in graph.roots}
+
+    def swapped(rank: int) -> tuple[int, ...]:
+        return (*range(rank - 2), rank - 1, rank - 2)
+
+    def flip(n: Node, srcs: tuple[Node, ...]) -> Node:
+        mm = n.srcs[0] if n.op == "permute" else None
+        if mm is None or mm.op != "matmul" or len(mm.shape) < 3 or id(mm) in roots:
+            return _same(n, srcs)
+        rank = len(mm.shape)
+        if any(r.op != "permute" or r.arg[-2:] != (rank - 1, rank - 2) for r in readers[id(mm)]):
+            return _same(n, srcs)
+        if id(mm) not in flipped:  # one product for all its readers
+            a, b = srcs[0].srcs
+            flipped[id(mm)] = ir.matmul(ir.permute(b, swapped(rank)), ir.permute(a, swapped(rank)))  # (A B)^T
+        return ir.permute(flipped[id(mm)], tuple(swapped(rank)[i] for i in n.arg))
+    flipped: dict[int, Node] = {}
+    return graph.rebuild(flip)
+
+
 # ---- view folding --------------------------------------------------------------------------------------
 
 def _view_of(n: Node, view: View) -> Node:

@@ -47,9 +47,9 @@ def test_full_run_figures(book_build):
                  "ch10_train_ms_per_step", "ch10_chapter_minutes"):
         assert fig[name] > 0, name                                         # timings: only that they were measured
     assert fig["ch10_shared_reads"] == passes.SHARED_READS                 # "reads more than 3 arrays"
-    # "... of the step's ... matrix products skip those micro-tiles": S, dP, P v, P^T g and dS k in each of the 4
-    # layers (not dk^T = q^T dS, whose zeros are in the second operand)
-    assert fig["ch10_gpt_causal_products"] == 5 * 4 < fig["ch10_gpt_products"]
+    # "... of the step's ... matrix products skip those micro-tiles": S, dP, P v, P^T g, dS k and (computed
+    # transposed, passes.transpose_products) dk = dS^T q in each of the 4 layers
+    assert fig["ch10_gpt_causal_products"] == 6 * 4 < fig["ch10_gpt_products"]
     assert fig["ch10_traces"] == 2                                         # "traced 2 times"
     # the compiled run trains as chapter 9's eager run of the same recipe, weights and batches does
     assert fig["ch10_val_loss"] <= 1.9

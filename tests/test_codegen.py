@@ -219,6 +219,28 @@ def test_a_sum_of_padded_pieces_is_one_cat_when_they_do_not_overlap(data):
     assert (kinds == ["cat"]) == disjoint, program.describe()
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_a_batched_product_read_only_transposed_is_computed_transposed(data):
+    """(A B)^T = B^T A^T: a batched product whose every reader swaps its last two axes becomes the product of the
+    swapped operands (attention's dk = dS^T q instead of dk^T = q^T dS), read without the swap. One read as it is,
+    or a plain 2-d product, stays. The values are the oracle's either way."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    batch = tuple(data.draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
+    m, k, n = (data.draw(st.integers(1, 6)) for _ in range(3))
+    a, b = (ir.load(buffer(name, batch + shape, "float64", rng)) for name, shape in (("a", (m, k)), ("b", (k, n))))
+    rank, mm = len(batch) + 2, ir.matmul(a, b)
+    swap = (*range(rank - 2), rank - 1, rank - 2)
+    reads = [ir.permute(mm, swap)]
+    if data.draw(st.booleans()):  # a second reader: the heads moved too, or the product as it is
+        reads.append(ir.permute(mm, (1, 0, 3, 2)) if rank == 4 and data.draw(st.booleans()) else ir.unary("tanh", mm))
+    outs = [ir.unary("exp", r) for r in reads]
+    flipped = all(r.op == "permute" for r in reads) and rank > 2
+    products = [n_ for n_ in passes.transpose_products(Graph(outs)).nodes() if n_.op == "matmul"]
+    assert [p.shape[-2:] for p in products] == [(n, m) if flipped else (m, n)]
+    check(outs)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_products_skip_the_zeros_of_a_causal_mask_exactly_when_it_proves_them(data):
