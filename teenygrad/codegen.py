@@ -21,10 +21,9 @@ time for a few microseconds a kernel saved.) Kernels that differ only in the arr
 repeated) are generated once. A matmul is a call of chapter 3's tiled kernel on views of the flat arrays
 (`teenygrad.kernels.matmul_views`, compiled once for all shapes), its epilogue a loop kernel of its own.
 
-Floats keep the graph's dtype. Sums accumulate in float64 and are rounded once, as the hand kernels do.
-float32 exp and tanh use the hand kernels' vectorisable `exp32` and `tanh32` (relative error ~2e-7).
-Max reductions use `max(acc, v)`, as the hand kernels do: it vectorises, but a NaN in the row is dropped,
-where numpy's max would return NaN.
+Floats keep the graph's dtype. Sums accumulate in float64 and are rounded once, as the hand kernels do. float32
+exp and tanh use the hand kernels' vectorisable `exp32` and `tanh32` (relative error ~2e-7). Max reductions use
+`max(acc, v)`, as the hand kernels do: it vectorises, but a NaN in the row is dropped (numpy's max gives NaN).
 """
 from __future__ import annotations
 
@@ -41,6 +40,7 @@ from teenygrad.kernels.jit import CHUNKS, num_threads
 from teenygrad.kernels.matmul import MR, NR
 from teenygrad.passes import ELEMENTWISE, View
 from teenygrad.schedule import CAT, LOOP, MATMUL, Item, Kernel, Schedule, Slot, tree
+from teenygrad.triangles import rows_stop_at_diagonal
 
 FASTMATH = '{"reassoc", "contract", "nsz"}'   # reorder sums (to vectorise them), fuse multiply-adds; inf/nan kept
 _CAST = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64"}
@@ -157,9 +157,9 @@ class _Expr:
         return v
 
 
-def _loops(src: _Source, axes: list[int], shape: tuple[int, ...], names: list[str]) -> None:
-    for d in axes:
-        src.line(f"for {names[d]} in range({shape[d]}):")
+def _loops(src: _Source, axes: list[int], shape: tuple[int, ...], names: list[str], causal: bool = False) -> None:
+    for d in axes:  # causal: the last axis j stops at the row i (`triangles.rows_stop_at_diagonal`)
+        src.line(f"for {names[d]} in range({f'{names[d - 1]} + 1' if causal else shape[d]}):")
         src.depth += 1
 
 
@@ -240,6 +240,7 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
             keeps[k] = [m for m in tree(it.expr) if m.op in ("exp", "tanh", "log") and id(m) not in saved and
                         any(id(m) in ids for ids in trees[k + 1:])]
             saved.update({id(m): f"row{len(saved)}" for m in keeps[k]})
+    causal = rows_stop_at_diagonal(kern.items, shape, kern.inner)
     _header(name, [*args, "first", "last"], src)
     for m in (m for keep in keeps for m in keep):
         src.line(f"{saved[id(m)]} = np.empty({int(np.prod([shape[d] for d in inner], dtype=np.int64))}, "
@@ -257,7 +258,7 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
             acc = src.var("acc")
             src.line(f"{acc} = " + (_init(n) if n.op == "sum" or n.dtype != "float32" else
                                     src.const(float("-inf"), "float32")))
-            _loops(src, inner, shape, names)
+            _loops(src, inner, shape, names, causal)
             v = expr(it.expr)
             for m in keeps[k]:
                 src.line(f"{saved[id(m)]}[u({at})] = {expr(m)}")
@@ -272,10 +273,12 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
             if id(n) not in kern.local:
                 src.line(f"{slot_name(sched.slots[id(n)])}[u({index_expr(View.contiguous(n.shape), names)})] = {r}")
         else:
-            _loops(src, inner, shape, names)
-            v = expr(it.expr)
-            src.line(f"{slot_name(sched.slots[id(n)])}[u({index_expr(View.contiguous(shape), names)})] = {v}")
+            store = f"{slot_name(sched.slots[id(n)])}[u({index_expr(View.contiguous(shape), names)})]"
+            _loops(src, inner, shape, names, causal)
+            src.line(f"{store} = {expr(it.expr)}")
             src.depth = base
+            if causal:  # above the diagonal the value is proven 0
+                src.line(f"for {names[-1]} in range({names[-2]} + 1, {shape[-1]}): {store} = {src.const(0, n.dtype)}")
     return args, n_outer, min(n_outer, CHUNKS) if parallel else 0
 
 

@@ -121,3 +121,15 @@ class Triangles:
                                                           e.op not in ELEMENTWISE or
                                                           all(self._shielded(s, mm, memo) for s in e.srcs))
         return memo[id(e)]
+
+
+def rows_stop_at_diagonal(items: list, shape: tuple[int, ...], inner: tuple[int, ...]) -> bool:
+    """Can a loop kernel over `shape`, reducing or storing along its last axis j for each row i of the axis before,
+    stop every row at j = i? Yes when that (i, j) square is causal for every stage: a sum adds 0 above the diagonal,
+    a max takes -inf there, a store writes 0 there (then written as such, not computed). Attention's softmax and
+    its backward then do half the work, as chapter 9's `softmax_causal` does."""
+    if len(shape) < 2 or tuple(inner) != (len(shape) - 1,) or shape[-1] != shape[-2]:
+        return False
+    tri = Triangles()
+    want = {"sum": ZERO, "max": NEG_INF}
+    return all(it.shape == shape and tri.value(it.expr) == want.get(it.node.op, ZERO) for it in items)

@@ -266,7 +266,11 @@ def test_products_skip_the_zeros_of_a_causal_mask_exactly_when_it_proves_them(da
     ds = ir.binary("mul", p, ir.binary("sub", dp, ir.expand(ir.reduce("sum", ir.binary("mul", dp, p), [2]), shape)))
     program = check([ir.matmul(p, v), ir.matmul(ir.permute(p, (0, 2, 1)), g), ir.matmul(ds, k)], dtype=dtype)
     modes = [program.schedule.causal.get(id(k.items[0].node), 0) for k in program.schedule.kernels if k.kind == "matmul"]
-    assert sorted(modes) == ([1, 1, 2, 2, 3] if shift == 0 and not flip else [0] * 5), program.describe()
+    causal = shift == 0 and not flip
+    assert sorted(modes) == ([1, 1, 2, 2, 3] if causal else [0] * 5), program.describe()
+    # the softmax and its backward stop each row i at the diagonal (and write the zeros above it) exactly then
+    bounded = program.source.count("for i2 in range(i1 + 1):"), program.source.count(f"in range(i1 + 1, {T}):")
+    assert bounded == ((5, 2) if causal else (0, 0)), program.source
 
 
 # ---- fusion: kernel counts -----------------------------------------------------------------------------
