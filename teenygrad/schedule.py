@@ -160,10 +160,15 @@ def _aligned(k: Kernel, it: Item, reads: list[Node], members: dict[int, Item]) -
                v.arg == View.contiguous(k.shape) and v.srcs[0].shape == k.shape and it.inner == k.inner for v in reads)
 
 
+SIDE_BY_SIDE = 8  # stages one kernel may hold side by side: two parameters' updates (numba compiles a kernel of 70
+                  # stages, every bias's update at once, in 9 s, superlinearly; in a few kernels, in about 2)
+
+
 def _can_follow(k: Kernel, it: Item, targets: dict[int, ir.Buffer]) -> bool:
     """Horizontal fusion: may `it` join the kernel just before it (one parameter's moments and update)? If the loops
     agree, and no stage reads a buffer another assigns (`targets`: value -> buffer): that would stop it in place."""
-    if k.kind != LOOP or it.kind != LOOP or it.node.op in ir.REDUCE or it.inner != k.inner:
+    if k.kind != LOOP or it.kind != LOOP or it.node.op in ir.REDUCE or it.inner != k.inner or \
+            len(k.items) >= SIDE_BY_SIDE:
         return False
     loads = [{id(v.srcs[0].arg) for v in i.leaves if v.srcs[0].op == "load"} for i in [*k.items, it]]
     writes = {id(targets[id(i.node)]) for i in k.items if id(i.node) in targets}

@@ -356,6 +356,20 @@ def test_an_adam_update_is_one_kernel_that_writes_in_place():
     assert len(reading_g) == 2  # the scaled gradient and the sum: the moments read the scaled one back
 
 
+def test_side_by_side_fusion_stops_at_a_few_stages():
+    """Same-shaped updates next to each other are fused side by side, but at most SIDE_BY_SIDE stages to a kernel:
+    numba's compile time grows faster than the kernel (every bias's update in one kernel took 9 s)."""
+    from teenygrad.schedule import SIDE_BY_SIDE
+    rng = np.random.default_rng(5)
+    n = 2 * SIDE_BY_SIDE + 3
+    ps, gs = ([buffer(f"{x}{i}", (7,), "float64", rng) for i in range(n)] for x in ("p", "g"))
+    effects = [ir.assign(ir.load(p), ir.binary("sub", ir.load(p), ir.binary("mul", c(0.1, ir.load(g)), ir.load(g))))
+               for p, g in zip(ps, gs)]
+    program = check([ir.reduce("sum", ir.load(gs[0]), [0])], effects)
+    stages = [len(k.items) for k in program.schedule.kernels]  # the sum, then the n updates
+    assert sum(stages) == n + 1 and max(stages) == SIDE_BY_SIDE and len(stages) == 3, program.describe()
+
+
 def test_arange_cat_and_int_masks():
     rng = np.random.default_rng(3)
     x = ir.load(buffer("x", (5, 5), "float32", rng))
