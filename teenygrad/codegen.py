@@ -209,15 +209,18 @@ def _slots_of(kern: Kernel, sched: Schedule) -> list[str]:
 Call = tuple[list[str], int | None, int]  # a kernel's arrays, the rows run calls it on (None: no rows), threads' chunks
 
 
-def _column(kern: Kernel) -> tuple[list[int], int, int] | None:
+def _column(kern: Kernel) -> tuple[list[int], int, int, int] | None:
     """For a reduction over leading axes only (a bias's gradient: the sum over rows of (R, C)): its outer axes,
-    their size C, and its bands of rows (1: serial; more: shared among threads). None for any other kernel."""
+    their size C, its bands of rows (1: serial; more: shared among threads), and its blocks of columns (more than
+    1 when C is wide enough to share among threads by columns, each block still reading whole lines of memory:
+    then no partial sums). None for any other kernel."""
     shape, n, outer = kern.shape, kern.items[0].node, [d for d in range(len(kern.shape)) if d not in kern.inner]
     if len(kern.items) > 1 or n.op not in ir.REDUCE or not outer or outer[-1] != len(shape) - 1:
         return None
     n_outer, rows = (int(np.prod([shape[d] for d in axes], dtype=np.int64)) for axes in (outer, kern.inner))
     parallel = rows > 1 and n.dtype.startswith("float") and _work(kern) >= jit.PARALLEL_MIN_WORK
-    return outer, n_outer, min(rows, CHUNKS) if parallel else 1
+    wide = parallel and n_outer >= 256 * CHUNKS  # (12, 64, 128) -> (64, 128): 12 bands of one row were 4x slower
+    return outer, n_outer, min(rows, CHUNKS) if parallel and not wide else 1, CHUNKS if wide else 1
 
 
 def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
@@ -287,7 +290,7 @@ def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
     element; instead a row of accumulators takes the rows as they lie in memory, the inner loop along a whole
     row (on (768, 128) float32, 4-8x faster than chunks of columns each walking every row). Its "rows" are bands
     of rows: one, stored into the output; or several, each into its row of partials `p0`, for `combine_kernel`."""
-    shape, n, (outer, n_outer, bands) = kern.shape, kern.items[0].node, _column(kern)
+    shape, n, (outer, n_outer, bands, blocks) = kern.shape, kern.items[0].node, _column(kern)
     inner, names = [d for d in range(len(shape)) if d not in outer], [f"i{d}" for d in range(len(shape))]
     rows = int(np.prod([shape[d] for d in inner], dtype=np.int64))
     acc_dtype = "np.float64" if n.op == "sum" and n.dtype.startswith("float") else _CAST.get(n.dtype, "np.bool_")
@@ -296,27 +299,28 @@ def column_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
     _open(name, args, src, "ch")
     init = _init(n) if n.op == "sum" or n.dtype != "float32" else src.const(float("-inf"), "float32")
     src.line(f"acc = np.full({n_outer}, {init}, {acc_dtype})")
-    src.line(f"for r in range(ch * {rows} // {bands}, (ch + 1) * {rows} // {bands}):")
+    cols = f"ch * {n_outer} // {blocks}, (ch + 1) * {n_outer} // {blocks}" if blocks > 1 else f"{n_outer}"
+    src.line(f"for r in range({rows if blocks > 1 else f'ch * {rows} // {bands}, (ch + 1) * {rows} // {bands}'}):")
     src.depth += 1
     _unravel(src, inner, shape, names, "r")
-    src.line(f"for o in range({n_outer}):")
+    src.line(f"for o in range({cols}):")
     src.depth += 1
     _unravel(src, outer, shape, names, "o")
     v = _Expr(src, sched, names, {})(kern.items[0].expr)
     src.line(f"acc[o] += {v}" if n.op == "sum" else f"acc[o] = max(acc[o], {v})")
     src.depth = 2
-    src.line(f"for o in range({n_outer}):")
+    src.line(f"for o in range({cols}):")
     if bands > 1:
         src.line(f"    p0[ch * {n_outer} + o] = acc[o]")
         return args, bands, bands
     cast = "acc[o] != 0" if n.dtype == "bool" else f"{_CAST[n.dtype]}(acc[o])"
     src.line(f"    {slot_name(sched.slots[id(n)])}[u(o)] = {cast}")
-    return args, 1, 0
+    return args, blocks, blocks if blocks > 1 else 0
 
 
 def combine_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
     """A column reduction's second step: each column's partials, one per band of rows, added up (or maxed)."""
-    n, (_, n_outer, bands) = kern.items[0].node, _column(kern)
+    n, (_, n_outer, bands, _) = kern.items[0].node, _column(kern)
     out, part = slot_name(sched.slots[id(n)]), f"p0[ch * {n_outer} + o]"
     _open(name, ["p0", out], src)
     src.line("acc = p0[o]")
@@ -354,14 +358,10 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
     step = _ceil(_ceil(side, blocks), tile) * tile if side else 1
     blocks = _ceil(side, step) if side else 0
     lead = (1,) * (2 - len(batch)) + tuple(batch)   # two batch axes, the missing ones of size 1
-    views = []
-    for op in (a, b):
-        v: View = op.arg
-        strides = (0,) * (2 - len(batch)) + tuple(v.strides)
-        views.append(f"{slot_name(sched.slots[id(op.srcs[0])])}, {v.offset}, {strides}")
-    out = (0,) * (2 - len(batch)) + sched.writes.get(id(mm), View.contiguous(mm.shape).strides)
-    args = [slot_name(sched.slots[id(n_)]) for n_ in (a.srcs[0], b.srcs[0], mm)]
-    args = list(dict.fromkeys(args))
+    pad = (0,) * (2 - len(batch))
+    views = [f"{slot_name(sched.slots[id(v.srcs[0])])}, {v.arg.offset}, {pad + tuple(v.arg.strides)}" for v in (a, b)]
+    out = pad + sched.writes.get(id(mm), View.contiguous(mm.shape).strides)
+    args = list(dict.fromkeys(slot_name(sched.slots[id(n_)]) for n_ in (a.srcs[0], b.srcs[0], mm)))
     src.line(f"def {name}({', '.join(args)}):")
     src.line(f"    matmul_views{'_parallel' if parallel else ''}({views[0]}, {views[1]}, "
              f"{slot_name(sched.slots[id(mm)])}, {out}, {(*lead, m, k, n)}, {blocks}, {step}, {by_rows}, "

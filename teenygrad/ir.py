@@ -129,6 +129,8 @@ def reduce(op: str, x: Node, axes: Iterable[int]) -> Node:
         _fail(op, f"not a reduction; they are {', '.join(REDUCE)}")
     if any(not 0 <= a < len(x.shape) for a in axes):
         _fail(op, f"axes {axes} out of range for shape {x.shape}")
+    if all(x.shape[a] == 1 for a in axes):  # over axes of one element (or none) a reduction is x itself
+        return x
     shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
     return Node(op, (x,), shape, x.dtype, axes)
 

@@ -442,6 +442,21 @@ def test_parallel_kernels_match_the_oracle():
     assert "parallel_for(ADDRESS" in program.source
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_wide_column_reductions_are_shared_by_columns(dtype):
+    """A reduction over leading axes with many columns (the position embedding's gradient: (B, T, C) summed over B)
+    is shared among threads by blocks of columns, every row at once: no partial sums to add up afterwards. A
+    reduction over axes of one element is no reduction at all."""
+    rng = np.random.default_rng(10)
+    x = ir.load(buffer("x", (16, 65, 129), dtype, rng))
+    outs = [ir.reduce("sum", x, [0]), ir.reduce("max", ir.binary("mul", x, x), [0]), ir.reduce("sum", x, [0, 1])]
+    program = check(outs, dtype=dtype)
+    assert program.source.count("for o in range(ch * 8385 // 16, (ch + 1) * 8385 // 16):") == 4, program.source
+    assert "p0[ch * 8385" not in program.source  # ... and the sum over (16, 65) still in bands of rows
+    one = ir.load(buffer("one", (5, 1, 7), dtype, rng))
+    assert ir.reduce("sum", one, [1]) is one and ir.reduce("max", one, []) is one
+
+
 def test_two_assigns_to_one_buffer_are_refused():
     p = ir.load(buffer("p", (3,), "float64", np.random.default_rng(7)))
     with pytest.raises(ValueError, match="assigned twice"):
