@@ -196,14 +196,19 @@ class Program:
                 raise ValueError(f"Program: input {buf.name!r} must be a C-contiguous {buf.dtype} array of shape "
                                  f"{shape}, got {got} (use np.ascontiguousarray(x, dtype))")
             flat.append(a.reshape(-1))
+        return [v.reshape(shape) for v, (_, _, shape) in zip(self.run_flat(flat), self._out_spec)]
+
+    def run_flat(self, flat: list[np.ndarray]) -> list[np.ndarray]:
+        """`__call__` for a caller that already holds one flat C-contiguous array of the right size and dtype per
+        input (a compiled function's call, whose guards and getters make sure of it): nothing is checked, and
+        the outputs come back flat."""
         outs = [np.empty(size, dtype) for size, dtype, _ in self._out_spec]
         if JIT_ENABLED:
             self._run(*flat, *outs, *self._scratch)
         else:
             with np.errstate(all="ignore"):
                 self._run(*flat, *outs, *self._scratch)
-        return [(outs[j].copy() if j is not None else outs[i]).reshape(shape)
-                for i, ((_, _, shape), j) in enumerate(zip(self._out_spec, self._out_index))]
+        return [outs[j].copy() if j is not None else outs[i] for i, j in enumerate(self._out_index)]
 
     def profile(self, arrays: Sequence[np.ndarray], repeats: int = 5) -> list[float]:
         """Seconds each kernel takes (best of `repeats`), run one by one on these inputs (which assigns may

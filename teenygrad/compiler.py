@@ -113,7 +113,7 @@ def _flatten(value: Any, leaves: list) -> Any:
         raise CaptureError("a traced tensor was passed to a compiled function from outside its trace")
     if isinstance(value, Tensor):
         leaves.append(value)
-        return ("T", value.shape, str(value.dtype), value._requires_grad, value.grad is None, whole(value))
+        return ("T", value.shape, value.dtype, value._requires_grad, value.grad is None, whole(value))
     if isinstance(value, float):
         leaves.append(value)
         return ("f",)
@@ -150,20 +150,25 @@ class _Entry:
         self.n_checks = n_checks  # the last outputs: counts of out-of-range indices, which must be 0
         rename = rename or {}  # a program shared with an identical earlier graph: its buffers -> this trace's
         self.getters = [trace.bindings[rename.get(buf, buf)] for buf in program.inputs]
+        self.shapes = [tuple(n.shape) for n in program.outputs]
 
     def guards_hold(self) -> bool:
         return all(fn() == expected for fn, expected, _ in self.trace.guards)
 
     def run(self, leaves: tuple) -> Any:
         self.trace.draw()  # this call's random numbers, if the function asks for any
-        arrays = [get(leaves) for get in self.getters]  # every input read before the host's counters move
+        flat = [get(leaves) for get in self.getters]  # every input read before the host's counters move
         for effect in self.trace.host_effects:
             effect()
-        values = self.program(arrays)
-        if any(int(v) for v in values[len(values) - self.n_checks:]):
+        if hasattr(self.program, "run_flat"):  # the numba back end: no checks, flat arrays in and out
+            values = self.program.run_flat(flat)
+        else:
+            arrays = [a.reshape(b.shape) for a, b in zip(flat, self.program.inputs)]
+            values = [np.ascontiguousarray(v).reshape(-1) for v in self.program(arrays)]
+        if any(v.any() for v in values[len(values) - self.n_checks:]):
             raise IndexError("index out of range (an index tensor given to a compiled function: embedding ids, "
                              "gather or cross-entropy targets); this call's in-place updates were already written")
-        outs = [Tensor._contiguous(np.ascontiguousarray(v).reshape(-1), v.shape) for v in values]
+        outs = [Tensor._contiguous(v, shape) for v, shape in zip(values, self.shapes)]
         for target, slot in self.grads:  # .grad as the eager step leaves it (an argument: this call's tensor)
             target = leaves[target] if isinstance(target, int) else target
             target.grad = None if slot is None else outs[slot]
@@ -303,7 +308,7 @@ class Compiled:
         standins, arg_grads = [], []
         for i, leaf in enumerate(leaves):
             if isinstance(leaf, float):
-                node = trace.bind(None, None, (), np.float64, lambda a, i=i: np.array(a[i], np.float64), "f")
+                node = trace.bind(None, None, (), np.float64, lambda a, i=i: np.array([a[i]], np.float64), "f")
                 standins.append(wrap(node, weak=True))
                 continue
             node = trace.bind(None, None, leaf.shape, leaf.dtype, lambda a, i=i: array_of(a[i]), "x")

@@ -136,7 +136,7 @@ class EscapedTensor(Tensor):
 
 # ---- the trace --------------------------------------------------------------------------------------------
 
-Getter = Callable[[tuple], np.ndarray]  # the call's flat arguments -> one contiguous array
+Getter = Callable[[tuple], np.ndarray]  # the call's flat arguments -> one flat contiguous array
 
 
 def whole(t: Tensor) -> bool:
@@ -145,11 +145,11 @@ def whole(t: Tensor) -> bool:
 
 
 def array_of(t: Tensor) -> np.ndarray:
-    """t's elements as one contiguous array: its own buffer when t covers all of it (so an assign writes the
+    """t's elements as one flat contiguous array: its own buffer when t covers all of it (so an assign writes the
     tensor in place), else a copy."""
     if whole(t):
-        return t._buf.reshape(t.shape)
-    return np.ascontiguousarray(t.numpy())
+        return t._buf.reshape(-1)
+    return np.ascontiguousarray(t.numpy()).reshape(-1)
 
 
 class Trace:
@@ -207,7 +207,8 @@ class Trace:
             return self.bind(key, t, t.shape, t.dtype, lambda args, p=owner: array_of(p.grad), "grad")
         layout = (t.shape, t.dtype, whole(t))
         self.guards.append((lambda t=t: (t.shape, t.dtype, whole(t)), layout, "a tensor's layout"))
-        return self.bind(key, t, t.shape, t.dtype, lambda args, t=t: array_of(t), "w" if t._requires_grad else "t")
+        get = (lambda args, t=t: t._buf.reshape(-1)) if layout[2] else (lambda args, t=t: array_of(t))  # guarded
+        return self.bind(key, t, t.shape, t.dtype, get, "w" if t._requires_grad else "t")
 
     def assign_tensor(self, t: Tensor, value: ir.Node) -> None:
         self.lift(t)
@@ -233,7 +234,7 @@ class Trace:
 
     def draw(self) -> None:
         """Draw this call's random numbers, in the order the traced function asked for them."""
-        self.drawn = [getattr(gen or default_generator(), method)(int(np.prod(shape)), dtype=dtype).reshape(shape)
+        self.drawn = [getattr(gen or default_generator(), method)(int(np.prod(shape)), dtype=dtype)
                       for method, shape, dtype, gen in self.randoms]
 
     def effects(self) -> list[ir.Node]:
@@ -280,7 +281,7 @@ def constant(arr: np.ndarray) -> LazyTensor:
     dt = np.dtype(arr.dtype)
     if arr.size and np.all(arr == arr.flat[0]):
         return wrap(ir.const(arr.flat[0].item(), str(dt), arr.shape))
-    copy = np.array(arr, order="C")
+    copy = np.array(arr, order="C").reshape(-1)
     return wrap(current().bind(None, None, arr.shape, dt, lambda args: copy, "c"))
 
 

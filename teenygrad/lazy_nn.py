@@ -126,12 +126,12 @@ def _state(key: tuple, store: dict, i: int, p: Tensor, prefix: str) -> ir.Node:
     entry = trace.current.get(key)
     if entry is not None:
         return entry[2]
-    return trace.bind(key, store, p.shape, p.dtype, lambda args: store[i].reshape(p.shape), prefix)
+    return trace.bind(key, store, p.shape, p.dtype, lambda args: store[i], prefix)
 
 
 def _scalar_input(fn, dtype: np.dtype, name: str) -> ir.Node:
     """A number computed at each call (before the step counters move) and read by the graph."""
-    return current().bind(None, None, (), dtype, lambda args: np.array(fn(), dtype=dtype), name)
+    return current().bind(None, None, (), dtype, lambda args: np.array([fn()], dtype=dtype), name)
 
 
 def optimizer_step(opt: optim.Optimizer) -> None:

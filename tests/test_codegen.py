@@ -421,6 +421,16 @@ def test_outputs_that_are_loads_constants_or_repeated_and_assigns_that_swap_buff
     program = check([x, ir.const(2.0, "float64", (2, 2)), e, e, ir.permute(y, (1, 0))],
                     [ir.assign(x, y), ir.assign(y, ir.binary("add", x, e))])  # each reads the other's old value
     assert len(program.schedule.copies) == 1  # x's new value waits in scratch until y's update has read x
+    # run_flat (what a compiled function calls: flat arrays in and out, nothing checked) gives the same values,
+    # each output its own array (the repeated one copied), and does the same assigns
+    arrays = [np.array(b.array) for b in program.inputs]
+    checked = program([a.copy() for a in arrays])
+    flat = [a.reshape(-1) for a in arrays]
+    outs = program.run_flat(flat)
+    assert [o.shape for o in outs] == [(n.size,) for n in program.outputs] and outs[2] is not outs[3]
+    for got, want in zip(outs, checked):
+        np.testing.assert_array_equal(got, want.reshape(-1))
+    np.testing.assert_array_equal(arrays[0], ir.evaluate([ir.unary("neg", ir.unary("neg", y))])[0])  # x = old y
     empty = ir.slice_(x, ((0, 0, 1), (0, 4, 1)))
     check([ir.reduce("sum", empty, [0]), ir.reduce("max", empty, [0]),
            ir.matmul(ir.slice_(x, ((0, 3, 1), (0, 0, 1))), ir.slice_(y, ((0, 0, 1), (0, 4, 1))))])
