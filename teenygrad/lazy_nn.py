@@ -126,7 +126,7 @@ def _state(key: tuple, store: dict, i: int, p: Tensor, prefix: str) -> ir.Node:
     entry = trace.current.get(key)
     if entry is not None:
         return entry[2]
-    return trace.bind(key, store, p.shape, p.dtype, lambda args: store[i], prefix)
+    return trace.bind(key, store, p.shape, p.dtype, lambda args: store[i].reshape(-1), prefix)
 
 
 def _scalar_input(fn, dtype: np.dtype, name: str) -> ir.Node:
