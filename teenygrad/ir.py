@@ -215,6 +215,15 @@ def toposort(roots: Iterable[Node]) -> list[Node]:
     return order
 
 
+def readers(nodes: Iterable[Node]) -> dict[int, list[Node]]:
+    """id(node) -> the nodes among `nodes` that read it (each once, in the order given)."""
+    out: dict[int, list[Node]] = {}
+    for n in nodes:
+        for s in dict.fromkeys(n.srcs):
+            out.setdefault(id(s), []).append(n)
+    return out
+
+
 def format_graph(roots: Iterable[Node]) -> str:
     """One line per node, SSA style: `%4 = add %2 %3    (8, 16) float32`."""
     names: dict[int, str] = {}

@@ -197,11 +197,7 @@ def transpose_products(graph: Graph) -> Graph:
     dk = dS^T q it is written in the layout its reader wants, and, dS being causal (zero above the diagonal), it
     may skip dS's zeros as dv = P^T g does (`teenygrad.triangles`). Plain 2-d products (weights' gradients)
     are left alone: swapping their operands changes how the tuned kernel cuts them."""
-    readers: dict[int, list[Node]] = {}
-    for n in graph.nodes():
-        for src in dict.fromkeys(n.srcs):
-            readers.setdefault(id(src), []).append(n)
-    roots = {id(n) for n in graph.roots}
+    readers, roots = ir.readers(graph.nodes()), {id(n) for n in graph.roots}
 
     def swapped(rank: int) -> tuple[int, ...]:
         return (*range(rank - 2), rank - 1, rank - 2)

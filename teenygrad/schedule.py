@@ -183,10 +183,7 @@ def _eager_order(order: list[Node]) -> list[Node]:
     order given otherwise. A depth-first order from the outputs runs the backward pass's chain first and the
     weights' gradients (dW = x^T dy) after all of it, when dy and x have long left the cache; here dW follows
     its dy at once."""
-    consumers: dict[int, list[Node]] = {}
-    for n in order:
-        for s in dict.fromkeys(n.srcs):
-            consumers.setdefault(id(s), []).append(n)
+    consumers = ir.readers(order)
     done: set[int] = set()
     out: list[Node] = []
     for first in order:
