@@ -242,7 +242,7 @@ def loop_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
         if it.node.op in ir.REDUCE:
             keeps[k] = [m for m in tree(it.expr) if m.op in ("exp", "tanh", "log") and id(m) not in saved and
                         any(id(m) in ids for ids in trees[k + 1:])]
-            saved.update({id(m): f"row{len(saved)}" for m in keeps[k]})
+            saved.update({id(m): f"row{len(saved) + j}" for j, m in enumerate(keeps[k])})  # one buffer each
     causal = rows_stop_at_diagonal(kern.items, shape, kern.inner)
     _header(name, [*args, "first", "last"], src)
     for m in (m for keep in keeps for m in keep):
