@@ -104,7 +104,7 @@ def test_matmul_follows_the_features_numba_targets_and_stays_right(features, mr,
         "        fn(a, b, out)\n"
         "        assert np.allclose(out, a @ b, rtol=1e-5, atol=1e-5), (fn, m, k, n)\n"
         "        out[:] = np.nan\n"
-        "        fn(a, np.ascontiguousarray(b.T).T, out)  # B as a transposed view: packed column by column\n"
+        "        fn(a, np.ascontiguousarray(b.T).T, out)  # B as a transposed view: packed 8 depths at a time\n"
         "        assert np.allclose(out, a @ b, rtol=1e-5, atol=1e-5), (fn, m, k, n)\n"
     )
     assert _run_plain_python({"NUMBA_CPU_FEATURES": features}, code).split() == [str(mr), str(nr)]

@@ -97,12 +97,13 @@ def test_fast_kernels_read_strided_operands(M, K, N, dtype, seed, a_t, b_t, step
 def test_a_transposed_a_is_copied_strip_by_strip(M, K, N, dtype, seed):
     """A transposed A (a weight's gradient, x^T g) wide enough to share is copied one strip at a time before the
     micro-kernel reads it: right across depth blocks (K around KC), with leftover rows, and next to a
-    strided A that is not copied."""
+    strided A that is not copied. B too, as it lies or transposed (W^T: packed 8 depths at a time, and the
+    depths left over one by one, in every depth block)."""
     rng = np.random.default_rng(seed)
-    b = rng.standard_normal((K, N)).astype(dtype)
-    for a in [rng.standard_normal((K, M)).astype(dtype).T, rng.standard_normal((K, 2 * M)).astype(dtype).T[::2]]:
-        for fn in [mm.matmul_tiled, mm.matmul]:
-            check(run(fn, a, b), np.ascontiguousarray(a), b)
+    for b in [rng.standard_normal((K, N)).astype(dtype), rng.standard_normal((N, K)).astype(dtype).T]:
+        for a in [rng.standard_normal((K, M)).astype(dtype).T, rng.standard_normal((K, 2 * M)).astype(dtype).T[::2]]:
+            for fn in [mm.matmul_tiled, mm.matmul]:
+                check(run(fn, a, b), np.ascontiguousarray(a), np.ascontiguousarray(b))
 
 
 def test_k_zero_gives_zeros():

@@ -136,11 +136,18 @@ def _pack_b_panel(b, p0, kc, j0, n, bp, base):
                 dst[j] = src[j]
             for j in range(n, NR):
                 dst[j] = 0
-    else:  # columns contiguous (a transposed view): copy column by column
-        for j in range(n):
-            src, dst = b[p0:p0 + kc, j0 + j], panel[j:]
-            for p in range(kc):
-                dst[p * NR] = src[p]
+    else:  # columns contiguous (a transposed view): copy 8 depths of each column at a time, so the 8 rows of the
+        # panel being written stay in L1 (column by column, a deep panel's kc rows were evicted before the next
+        # column reached them: W^T of a 512 x 128 weight packed 2x slower)
+        deep = kc - kc % 8
+        for p in range(0, deep, 8):
+            for j in range(n):
+                src, dst = b[p0 + p:p0 + p + 8, j0 + j], panel[p * NR + j:]
+                for q in range(8):
+                    dst[q * NR] = src[q]
+        for p in range(deep, kc):
+            for j in range(n):
+                panel[p * NR + j] = b[p0 + p, j0 + j]
         for p in range(kc):
             for j in range(n, NR):
                 panel[p * NR + j] = 0
