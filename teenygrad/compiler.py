@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from teenygrad import autograd, ir, lazy, lazy_nn, lazy_ops, lazy_views, tracing
+from teenygrad.kernels.layout import contiguous_strides
 from teenygrad.lazy import CaptureError, EscapedTensor, LazyTensor, Trace, array_of, whole, wrap
 from teenygrad.tensor import Tensor
 
@@ -150,7 +151,7 @@ class _Entry:
         self.n_checks = n_checks  # the last outputs: counts of out-of-range indices, which must be 0
         rename = rename or {}  # a program shared with an identical earlier graph: its buffers -> this trace's
         self.getters = [trace.bindings[rename.get(buf, buf)] for buf in program.inputs]
-        self.shapes = [tuple(n.shape) for n in program.outputs]
+        self.layouts = [(tuple(n.shape), contiguous_strides(tuple(n.shape))) for n in program.outputs]
 
     def guards_hold(self) -> bool:
         return all(fn() == expected for fn, expected, _ in self.trace.guards)
@@ -168,7 +169,7 @@ class _Entry:
         if any(v.any() for v in values[len(values) - self.n_checks:]):
             raise IndexError("index out of range (an index tensor given to a compiled function: embedding ids, "
                              "gather or cross-entropy targets); this call's in-place updates were already written")
-        outs = [Tensor._contiguous(v, shape) for v, shape in zip(values, self.shapes)]
+        outs = [Tensor._make(v, shape, strides, 0) for v, (shape, strides) in zip(values, self.layouts)]
         for target, slot in self.grads:  # .grad as the eager step leaves it (an argument: this call's tensor)
             target = leaves[target] if isinstance(target, int) else target
             target.grad = None if slot is None else outs[slot]

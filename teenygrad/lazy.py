@@ -205,9 +205,10 @@ class Trace:
         owner = self.grad_of.get(id(t))
         if owner is not None:  # a parameter's .grad: read whatever .grad is at call time, not this object
             return self.bind(key, t, t.shape, t.dtype, lambda args, p=owner: array_of(p.grad), "grad")
-        layout = (t.shape, t.dtype, whole(t))
-        self.guards.append((lambda t=t: (t.shape, t.dtype, whole(t)), layout, "a tensor's layout"))
-        get = (lambda args, t=t: t._buf.reshape(-1)) if layout[2] else (lambda args, t=t: array_of(t))  # guarded
+        layout = (t.shape, t.strides, t.offset, t._buf.size, t.dtype)  # it decides whole(t): plain reads, no math
+        self.guards.append((lambda t=t: (t.shape, t.strides, t.offset, t._buf.size, t._buf.dtype), layout,
+                            "a tensor's layout"))
+        get = (lambda args, t=t: t._buf.reshape(-1)) if whole(t) else (lambda args, t=t: array_of(t))  # guarded
         return self.bind(key, t, t.shape, t.dtype, get, "w" if t._requires_grad else "t")
 
     def assign_tensor(self, t: Tensor, value: ir.Node) -> None:
