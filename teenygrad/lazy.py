@@ -144,6 +144,11 @@ def whole(t: Tensor) -> bool:
     return t.offset == 0 and t.size == t._buf.size and t.is_contiguous()
 
 
+def _layout(t: Tensor) -> tuple:
+    """What decides whether t is `whole` (and its getter), as plain attribute reads: a guard checks it every call."""
+    return t.shape, t.strides, t.offset, t._buf.size, t._buf.dtype
+
+
 def array_of(t: Tensor) -> np.ndarray:
     """t's elements as one flat contiguous array: its own buffer when t covers all of it (so an assign writes the
     tensor in place), else a copy."""
@@ -205,9 +210,7 @@ class Trace:
         owner = self.grad_of.get(id(t))
         if owner is not None:  # a parameter's .grad: read whatever .grad is at call time, not this object
             return self.bind(key, t, t.shape, t.dtype, lambda args, p=owner: array_of(p.grad), "grad")
-        layout = (t.shape, t.strides, t.offset, t._buf.size, t.dtype)  # it decides whole(t): plain reads, no math
-        self.guards.append((lambda t=t: (t.shape, t.strides, t.offset, t._buf.size, t._buf.dtype), layout,
-                            "a tensor's layout"))
+        self.guards.append((lambda t=t: _layout(t), _layout(t), "a tensor's layout"))
         get = (lambda args, t=t: t._buf.reshape(-1)) if whole(t) else (lambda args, t=t: array_of(t))  # guarded
         return self.bind(key, t, t.shape, t.dtype, get, "w" if t._requires_grad else "t")
 
