@@ -32,7 +32,7 @@ import numpy as np
 from teenygrad.kernels.blocked import BLOCK_I, BLOCK_J, BLOCK_K, matmul_blocked  # noqa: F401 - step 3, re-exported
 from teenygrad.kernels.cpu import host, micro_kernel_shape
 from teenygrad.kernels.jit import any_layout, kernel, num_threads, parallel_pays, prange
-from teenygrad.kernels.registers import local_array, vector_store, vector_zero
+from teenygrad.kernels.registers import local_array, vector_fma, vector_store, vector_store_at, vector_zero
 
 # ---------------------------------------------------------------------------------------------------
 # Tuning constants. Measured on an AMD EPYC (Zen 4: AVX-512 + FMA, 32 KiB L1d and 1 MiB L2 per core,
@@ -52,8 +52,8 @@ from teenygrad.kernels.registers import local_array, vector_store, vector_zero
 MR, NR = micro_kernel_shape(host().vector)
 assert MR in (4, 6), "the micro-kernel below writes out six accumulator rows by hand, the last two optional"
 # Cache blocking around the micro-kernel (as in BLIS / GotoBLAS), tuned by measurement:
-KC = 512    # depth of a packed panel. Each tile costs a fixed ~30 ns beside its multiply-adds (clearing and
-            # writing back C), so deep panels amortise it, and C is read and written only K/KC times. The
+KC = 512    # depth of a packed panel. Each tile costs a little beside its multiply-adds (writing back C), so
+            # deep panels amortise it, and C is read and written only K/KC times. The
             # KC x NR micro-panel of B (64 KiB float32) then lives in L2 rather than L1: Zen 4's L2
             # feeds 64 bytes per cycle, enough for the 2 loads per 12 FMAs the micro-kernel needs; the
             # MR x KC block of A it meets (12 KiB) stays in L1.
@@ -178,26 +178,27 @@ def _micro_kernel(a_rows, bp, b0, step, out, i0, j0, nc, tiles, mr, accumulate):
     for `tiles` tiles side by side (j0, j0 + NR, ...: one strip of C, `nc` columns wide, sharing its rows of A).
 
     `a_rows` is an MR x kc block of A, read where it lies (any strides: MR rows of A, or MR neighbouring
-    columns of a transposed A); tile t's `b_panel = bp[b0 + t*step:]` is a packed kc x NR panel of B
-    (b_panel[p*NR + j] = B[p, j0 + t*NR + j]). Slicing it to start at index 0 lets the compiler see every index
-    below is non-negative and skip numpy's negative-index wraparound: with `bp[b0 + p*NR + j]` the contiguous
-    loads become slow gathers. (The loop over tiles is here, not in the caller, because a call of a compiled
-    function has setup costs of its own: with one call per tile, a tile's fixed cost was ~75 ns, a third of its
-    multiply-adds when kc = 128; now ~30 ns.)
+    columns of a transposed A); tile t's panel, starting at bp[b0 + t*step], is a packed kc x NR panel of B
+    (bp[b0 + t*step + p*NR + j] = B[p, j0 + t*NR + j]). (The loop over tiles is here, not in the caller, because
+    a call of a compiled function has setup costs of its own: with one call per tile, a tile's fixed cost was
+    ~75 ns, a third of its multiply-adds when kc = 128.)
 
     The MR x NR block of C is held in accumulator rows c0..c5 (written out by hand; with MR = 4 the
-    `if MR > 4` rows are compiled out, MR being a constant), each
-    NR wide (two vectors of float32 on AVX-512 and AVX2, see cpu.micro_kernel_shape), on the stack, so
-    LLVM promotes them to vector registers: with AVX-512, NR = 32 and 12 zmm registers of 16 float32.
-    At each step p of the depth loop we load NR values of the packed B panel (contiguous: two vector
-    loads), broadcast MR values of A, and do MR x NR multiply-adds (12 FMA instructions on AVX-512). Nothing
-    is written to memory until the loop ends, and every load is reused MR or NR times, so the kernel runs
-    close to the FMA units' peak instead of the memory system's (measured ~105 GFLOPS on one Zen 4 core,
-    float32). With float64 the same code holds 24 zmm registers of 8.
+    `if MR > 4` rows are compiled out, MR being a constant), each NR wide (two vectors of float32 on AVX-512
+    and AVX2, see cpu.micro_kernel_shape): stack arrays that are only ever cleared, updated and written whole
+    (`teenygrad.kernels.registers`), so LLVM holds each as one vector value in registers for the whole tile:
+    with AVX-512, NR = 32 and 12 zmm registers of 16 float32. At each step p of the depth loop we load NR values
+    of the packed B panel (contiguous: two vector loads), broadcast MR values of A, and do MR x NR multiply-adds
+    (12 FMA instructions on AVX-512). Nothing is written to memory until the loop ends, and every load is
+    reused MR or NR times, so the kernel runs close to the FMA units' peak instead of the memory system's
+    (measured ~105 GFLOPS on one Zen 4 core, float32). With float64 the same code holds 24 zmm registers of 8.
     (MR is 6 or 4, tied to this code: any other value means adding or removing accumulator rows.)
+    Written as loops over each row's NR elements instead, the accumulators lived in registers only inside the
+    depth loop, and went through the stack around it: a fixed ~40 ns per tile, which a product of depth 32
+    (attention's q k^T) paid on top of ~110 ns of multiply-adds (measured on one Zen 4 core, float32).
 
-    fastmath=True lets LLVM fuse each multiply and add into one FMA instruction (rounded once instead of
-    twice) and reorder freely; results differ from numpy in the last bits only.
+    Each multiply-add is one FMA instruction (rounded once instead of twice); results differ from numpy in the
+    last bits only.
     Edges: the packed B panel is zero-padded, so the full MR x NR block is always computed; only the
     valid `mr` x `nr` corner is written back.
     """
@@ -210,8 +211,9 @@ def _micro_kernel(a_rows, bp, b0, step, out, i0, j0, nc, tiles, mr, accumulate):
     c3 = local_array(NR, bp.dtype)
     c4 = local_array(NR, bp.dtype)
     c5 = local_array(NR, bp.dtype)
+    whole = out.strides[1] == out.itemsize  # rows of C contiguous: nearly always
     for t in range(tiles):
-        b_panel = bp[b0 + t * step:b0 + t * step + kc * NR]
+        panel = b0 + t * step  # where tile t's panel starts in bp
         j, nr = j0 + t * NR, min(NR, nc - t * NR)
         vector_zero(c0, NR)
         vector_zero(c1, NR)
@@ -220,38 +222,43 @@ def _micro_kernel(a_rows, bp, b0, step, out, i0, j0, nc, tiles, mr, accumulate):
         if MR > 4:
             vector_zero(c4, NR)
             vector_zero(c5, NR)
-        for p in range(kc):
-            x0, x1, x2, x3 = a0[p], a1[p], a2[p], a3[p]
-            x4, x5 = a4[p], a5[p]
-            for jj in range(NR):
-                y = b_panel[p * NR + jj]
-                c0[jj] += x0 * y
-                c1[jj] += x1 * y
-                c2[jj] += x2 * y
-                c3[jj] += x3 * y
-                if MR > 4:
-                    c4[jj] += x4 * y
-                    c5[jj] += x5 * y
-        if mr == MR and nr == NR and out.strides[1] == out.itemsize:  # a whole tile, rows contiguous: nearly always
-            vector_store(out[i0, j:j + NR], c0, NR, accumulate)
-            vector_store(out[i0 + 1, j:j + NR], c1, NR, accumulate)
-            vector_store(out[i0 + 2, j:j + NR], c2, NR, accumulate)
-            vector_store(out[i0 + 3, j:j + NR], c3, NR, accumulate)
+        for p in range(kc):  # c_i += A[i, p] * B[p, j:j + NR], row p of the panel
+            at = panel + p * NR
+            vector_fma(c0, a0[p], bp, at, NR)
+            vector_fma(c1, a1[p], bp, at, NR)
+            vector_fma(c2, a2[p], bp, at, NR)
+            vector_fma(c3, a3[p], bp, at, NR)
             if MR > 4:
-                vector_store(out[i0 + 4, j:j + NR], c4, NR, accumulate)
-                vector_store(out[i0 + 5, j:j + NR], c5, NR, accumulate)
+                vector_fma(c4, a4[p], bp, at, NR)
+                vector_fma(c5, a5[p], bp, at, NR)
+        if mr == MR and nr == NR and whole:  # a whole tile
+            vector_store_at(out, i0, j, c0, NR, accumulate)
+            vector_store_at(out, i0 + 1, j, c1, NR, accumulate)
+            vector_store_at(out, i0 + 2, j, c2, NR, accumulate)
+            vector_store_at(out, i0 + 3, j, c3, NR, accumulate)
+            if MR > 4:
+                vector_store_at(out, i0 + 4, j, c4, NR, accumulate)
+                vector_store_at(out, i0 + 5, j, c5, NR, accumulate)
             continue
-        _store_row(out[i0, j:j + nr], nr, c0, accumulate)
+        # an edge tile: each row goes out through `row`, so that the accumulators are still only read whole
+        row = local_array(NR, bp.dtype)
+        vector_store(row, c0, NR, False)
+        _store_row(out[i0, j:j + nr], nr, row, accumulate)
         if mr > 1:
-            _store_row(out[i0 + 1, j:j + nr], nr, c1, accumulate)
+            vector_store(row, c1, NR, False)
+            _store_row(out[i0 + 1, j:j + nr], nr, row, accumulate)
         if mr > 2:
-            _store_row(out[i0 + 2, j:j + nr], nr, c2, accumulate)
+            vector_store(row, c2, NR, False)
+            _store_row(out[i0 + 2, j:j + nr], nr, row, accumulate)
         if mr > 3:
-            _store_row(out[i0 + 3, j:j + nr], nr, c3, accumulate)
+            vector_store(row, c3, NR, False)
+            _store_row(out[i0 + 3, j:j + nr], nr, row, accumulate)
         if mr > 4:
-            _store_row(out[i0 + 4, j:j + nr], nr, c4, accumulate)
+            vector_store(row, c4, NR, False)
+            _store_row(out[i0 + 4, j:j + nr], nr, row, accumulate)
         if mr > 5:
-            _store_row(out[i0 + 5, j:j + nr], nr, c5, accumulate)
+            vector_store(row, c5, NR, False)
+            _store_row(out[i0 + 5, j:j + nr], nr, row, accumulate)
 
 
 @kernel

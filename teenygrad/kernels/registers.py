@@ -1,9 +1,11 @@
 """Keeping the micro-kernel's accumulators in registers (chapter 3): what numba does not offer, built here.
 
 `local_array(n, dtype)` is a length-n array on the stack. `matmul._micro_kernel` keeps its MR x NR block of C in
-such arrays: once the loops over them are unrolled, LLVM holds every element in a vector register.
-`vector_store(dst, acc, n, accumulate)` writes such an array back as one n-wide vector operation, and
-`vector_zero(acc, n)` clears it with one.
+such arrays and touches them only as whole n-wide vectors, so LLVM turns each into one vector value held in
+registers (its SROA pass does this for a stack array that is only ever read and written whole):
+`vector_zero(acc, n)` clears one, `vector_fma(acc, x, b, offset, n)` adds x times n elements of b to it,
+`vector_store(dst, acc, n, accumulate)` writes it to an array and `vector_store_at(out, i, j, acc, n,
+accumulate)` to row i of a matrix from column j.
 
 Each is built on a numba intrinsic: a few lines of LLVM IR, emitted where it is called. Without the JIT
 (TEENYGRAD_JIT=0) they are plain numpy stand-ins with the same results.
@@ -39,8 +41,8 @@ if JIT_ENABLED:
         """A length-`n` array on the stack (`n` must be a constant, e.g. a module-level int).
 
         Why not np.empty? A heap array could, as far as the compiler knows, overlap the input arrays, so
-        every `acc[j] += ...` must go to memory. A stack array provably overlaps nothing, so once the
-        loops over it are unrolled LLVM keeps its elements in registers."""
+        every `acc[j] += ...` must go to memory. A stack array provably overlaps nothing, so LLVM can keep it
+        in registers: all of it, for the whole loop nest, when it is only read and written whole."""
         return numba.carray(_stack_buffer(n, dtype), n)
 
     def _vector_at(context, builder, array_type, array, n):
@@ -82,6 +84,55 @@ if JIT_ENABLED:
             return context.get_dummy_value()
 
         return _types.none(acc, n), codegen
+
+    @_intrinsic
+    def vector_fma(typingctx, acc, x, b, offset, n):
+        """acc[:n] += x * b[offset:offset + n] as one n-wide fused multiply-add (n a constant; acc and b contiguous;
+        no bounds check). Why by hand? Written as a loop over the n elements, acc is read and written one element
+        at a time at a variable index, so LLVM cannot hold it as one vector value: it kept each tile's
+        accumulators in registers inside the depth loop but cleared, loaded and stored them through the stack
+        around it, a fixed cost per tile that a shallow product (attention's, depth 32) paid in full."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+
+        def codegen(context, builder, signature, args):
+            acc_ptr = _vector_at(context, builder, signature.args[0], args[0], n.literal_value)
+            vec = acc_ptr.type.pointee
+            data = context.make_array(signature.args[2])(context, builder, args[2]).data
+            b_vec = builder.load(builder.bitcast(builder.gep(data, [args[3]]), vec.as_pointer()), align=1)
+            x = context.cast(builder, args[1], signature.args[1], signature.args[0].dtype)
+            lanes = builder.insert_element(_llvm_ir.Constant(vec, _llvm_ir.Undefined), x, _llvm_ir.IntType(32)(0))
+            x_vec = builder.shuffle_vector(lanes, _llvm_ir.Constant(vec, _llvm_ir.Undefined),
+                                           _llvm_ir.Constant(_llvm_ir.VectorType(_llvm_ir.IntType(32), vec.count),
+                                                             [0] * vec.count))  # x in every lane
+            suffix = f"v{vec.count}f{signature.args[0].dtype.bitwidth}"  # llvm.fma.v32f32: one rounding per lane
+            fma = _cgutils.get_or_insert_function(builder.module, _llvm_ir.FunctionType(vec, [vec] * 3),
+                                                  f"llvm.fma.{suffix}")
+            builder.store(builder.call(fma, [x_vec, b_vec, builder.load(acc_ptr, align=1)]), acc_ptr, align=1)
+            return context.get_dummy_value()
+
+        return _types.none(acc, x, b, offset, n), codegen
+
+    @_intrinsic
+    def vector_store_at(typingctx, out, i, j, acc, n, accumulate):
+        """out[i, j:j + n] = acc[:n], or += when `accumulate`, as `vector_store` does (out's rows contiguous; no
+        bounds check). Unlike `vector_store(out[i, j:j + n], ...)` it makes no view of out, so it costs no
+        reference counting (two calls into numba's runtime per row written)."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+
+        def codegen(context, builder, signature, args):
+            o = context.make_array(signature.args[0])(context, builder, args[0])
+            ptr = _cgutils.get_item_pointer2(context, builder, o.data, _cgutils.unpack_tuple(builder, o.shape, 2),
+                                             _cgutils.unpack_tuple(builder, o.strides, 2), signature.args[0].layout,
+                                             [args[1], args[2]], wraparound=False, boundscheck=False)
+            dst = builder.bitcast(ptr, _vector_at(context, builder, signature.args[3], args[3], n.literal_value).type)
+            new = builder.load(_vector_at(context, builder, signature.args[3], args[3], n.literal_value), align=1)
+            total = builder.fadd(builder.load(dst, align=1), new)
+            builder.store(builder.select(args[5], total, new), dst, align=1)
+            return context.get_dummy_value()
+
+        return _types.none(out, i, j, acc, n, accumulate), codegen
 else:
     def local_array(n, dtype):
         """Plain-Python stand-in (TEENYGRAD_JIT=0): a numpy array."""
@@ -96,3 +147,12 @@ else:
         """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
         for j in range(n):
             acc[j] = 0
+
+    def vector_fma(acc, x, b, offset, n):
+        """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
+        for j in range(n):
+            acc[j] += x * b[offset + j]
+
+    def vector_store_at(out, i, j, acc, n, accumulate):
+        """Plain-Python stand-in (TEENYGRAD_JIT=0)."""
+        vector_store(out[i, j:j + n], acc, n, accumulate)
