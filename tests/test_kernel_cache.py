@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,46 @@ def test_a_cached_version_for_other_types_is_compiled_again(tmp_path):
     again = _calls(tmp_path, "float64,int64")
     assert again["values"] == [[0, 2, 4], [0, 2, 4]] and again["misses"] == 2  # both compiled again, right
     assert _calls(tmp_path, "float64,int64")["misses"] == 0  # ... and saved over the wrong entries
+
+
+CALLER = """
+from teenygrad.kernels.callee import scale
+from teenygrad.kernels.jit import kernel
+
+
+@kernel
+def use(x):
+    return scale(x) + 1.0
+"""
+
+RUN_CALLER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import caller
+print(json.dumps({"value": caller.use(1.0), "misses": sum(caller.use.stats.cache_misses.values())}))
+"""
+
+
+def test_editing_a_kernel_recompiles_the_kernels_that_call_it(tmp_path):
+    """A cached kernel holds the machine code of the kernels it calls, and numba checks only its own file: after an
+    edit of a kernel in teenygrad/kernels, a kernel elsewhere that calls it (matmul_views calling the micro-kernel,
+    a compiled program calling exp32) loaded its old code, and computed what the edit had changed."""
+    package = tmp_path / "copy" / "teenygrad"
+    shutil.copytree(course.REPO / "teenygrad", package, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    callee = package / "kernels" / "callee.py"
+    (tmp_path / "caller.py").write_text(CALLER)
+    env = {**os.environ, "PYTHONPATH": str(package.parent)}
+    env.pop("NUMBA_CACHE_DIR", None)  # caches beside the sources, in the copy and in tmp_path
+
+    def run() -> dict:
+        proc = subprocess.run([sys.executable, "-c", RUN_CALLER, str(tmp_path)], capture_output=True, text=True,
+                              env=env, timeout=300, cwd=tmp_path)  # not beside the real package
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    callee.write_text("from teenygrad.kernels.jit import kernel\n\n\n@kernel\ndef scale(x):\n    return 2.0 * x\n")
+    assert run() == {"value": 3.0, "misses": 1}
+    assert run() == {"value": 3.0, "misses": 0}  # cached
+    callee.write_text("from teenygrad.kernels.jit import kernel\n\n\n@kernel\ndef scale(x):\n    return 5.0 * x\n")
+    assert run() == {"value": 6.0, "misses": 1}  # the caller, unchanged, compiled again with the new callee
+    assert run() == {"value": 6.0, "misses": 0}

@@ -4,7 +4,8 @@ Every kernel is a plain Python function decorated with `@kernel` (or `@kernel(pa
 `from teenygrad.kernels import kernel`. Numba compiles it to machine code on first call and caches the result
 on disk (`cache=True`): in `__pycache__` beside the source, or, when the package directory is read-only, in
 numba's per-user cache directory (set NUMBA_CACHE_DIR to choose another), so a second Python process starts
-without recompiling. Saves to that cache go through `_SerialCache` (below): one process at a time per function.
+without recompiling. Saves to that cache go through `_SerialCache` (below): one process at a time per function,
+stamped with a digest of all the kernels' source, so that editing one kernel recompiles the kernels that call it.
 
 Debugging switch: `TEENYGRAD_JIT=0` (set before importing teenygrad) runs every kernel as plain Python,
 so print() and pdb work inside kernels. Slow, but the results are the same.
@@ -18,8 +19,10 @@ it saves, measured on the kernels of chapters 3 and 9 on 2 cores.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numba
@@ -58,14 +61,28 @@ if JIT_ENABLED:
                 index[key] = name
                 self._save_index(index)
 
+    def _kernels_digest() -> str:
+        """A digest of every source file in this folder (teenygrad's kernels)."""
+        digest = hashlib.sha256()
+        for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        return digest.hexdigest()[:16]
+
+    KERNELS_DIGEST = _kernels_digest()
+
     class _SerialCache(FunctionCache):
         """numba's disk cache of a function, saving through `_SerialIndex`; a loaded version compiled for other
-        argument types (an index left wrong by an older numba or teenygrad) is not used: it is compiled again."""
+        argument types (an index left wrong by an older numba or teenygrad) is not used: it is compiled again.
+
+        A cached version holds the machine code of every kernel it calls, and numba checks only the kernel's own
+        file: after an edit of matmul.py, matmul_views (another file, which calls it) would go on loading the old
+        micro-kernel, and so would every compiled program. So the cache is also stamped with KERNELS_DIGEST:
+        an edit of any kernel makes each cached kernel compile again, once."""
 
         def __init__(self, py_func: Callable) -> None:
             super().__init__(py_func)
             self._cache_file = _SerialIndex(self._cache_path, self._impl.filename_base,
-                                            self._impl.locator.get_source_stamp())
+                                            (self._impl.locator.get_source_stamp(), KERNELS_DIGEST))
 
         def _load_overload(self, sig: object, target_context: object) -> object:
             cres = super()._load_overload(sig, target_context)
