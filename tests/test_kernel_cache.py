@@ -186,3 +186,17 @@ def test_editing_a_kernel_recompiles_the_kernels_that_call_it(tmp_path):
     callee.write_text("from teenygrad.kernels.jit import kernel\n\n\n@kernel\ndef scale(x):\n    return 5.0 * x\n")
     assert run() == {"value": 6.0, "misses": 1}  # the caller, unchanged, compiled again with the new callee
     assert run() == {"value": 6.0, "misses": 0}
+
+
+def test_the_learners_edition_finds_the_books_warm_cache(tmp_path):
+    """The grader's sandboxes start from a numba cache compiled from the book's package but run on the learner's
+    edition (every exercise's pieces stubbed): the kernels' digest in the caches' stamp must be the same for both,
+    or every kernel compiles again in every sandbox."""
+    from teenygrad import edition
+    from teenygrad.kernels.jit import kernels_digest
+
+    learner = edition.build_learner(tmp_path, package=course.REPO / "teenygrad")
+    stubbed = [p.name for p in (learner / "kernels").glob("*.py")
+               if p.read_bytes() != (course.REPO / "teenygrad" / "kernels" / p.name).read_bytes()]
+    assert stubbed  # the edition does differ in teenygrad/kernels (exercises 2 and 3)
+    assert kernels_digest(learner / "kernels") == kernels_digest(course.REPO / "teenygrad" / "kernels")
