@@ -191,7 +191,7 @@ def _micro_kernel(a_rows, bp, b0, step, out, i0, j0, nc, tiles, mr, accumulate):
     of the packed B panel (contiguous: two vector loads), broadcast MR values of A, and do MR x NR multiply-adds
     (12 FMA instructions on AVX-512). Nothing is written to memory until the loop ends, and every load is
     reused MR or NR times, so the kernel runs close to the FMA units' peak instead of the memory system's
-    (measured ~105 GFLOPS on one Zen 4 core, float32). With float64 the same code holds 24 zmm registers of 8.
+    (measured ~110 GFLOPS on one Zen 4 core, float32). With float64 the same code holds 24 zmm registers of 8.
     (MR is 6 or 4, tied to this code: any other value means adding or removing accumulator rows.)
     Written as loops over each row's NR elements instead, the accumulators lived in registers only inside the
     depth loop, and went through the stack around it: a fixed ~40 ns per tile, which a product of depth 32

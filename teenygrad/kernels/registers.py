@@ -50,6 +50,11 @@ if JIT_ENABLED:
         vec = _llvm_ir.VectorType(context.get_value_type(array_type.dtype), n)
         return builder.bitcast(context.make_array(array_type)(context, builder, array).data, vec.as_pointer())
 
+    def _write(builder, dst, src, accumulate):  # *dst = *src, or += when accumulate, pointers to one vector each
+        new = builder.load(src, align=1)
+        total = builder.fadd(builder.load(dst, align=1), new)
+        builder.store(builder.select(accumulate, total, new), dst, align=1)
+
     @_intrinsic
     def vector_store(typingctx, dst, acc, n, accumulate):
         """dst[:n] = acc[:n], or += when `accumulate`, as one n-wide vector operation (n a constant; dst and acc
@@ -62,9 +67,7 @@ if JIT_ENABLED:
 
         def codegen(context, builder, signature, args):
             ptr = [_vector_at(context, builder, ty, a, n.literal_value) for ty, a in zip(signature.args[:2], args[:2])]
-            new = builder.load(ptr[1], align=1)
-            total = builder.fadd(builder.load(ptr[0], align=1), new)
-            builder.store(builder.select(args[3], total, new), ptr[0], align=1)
+            _write(builder, ptr[0], ptr[1], args[3])
             return context.get_dummy_value()
 
         return _types.none(dst, acc, n, accumulate), codegen
@@ -115,9 +118,8 @@ if JIT_ENABLED:
 
     @_intrinsic
     def vector_store_at(typingctx, out, i, j, acc, n, accumulate):
-        """out[i, j:j + n] = acc[:n], or += when `accumulate`, as `vector_store` does (out's rows contiguous; no
-        bounds check). Unlike `vector_store(out[i, j:j + n], ...)` it makes no view of out, so it costs no
-        reference counting (two calls into numba's runtime per row written)."""
+        """`vector_store(out[i, j:j + n], acc, n, accumulate)` without making a view of out, whose reference
+        counting cost two calls into numba's runtime per row (out's rows contiguous; no bounds check)."""
         if not isinstance(n, _types.IntegerLiteral):
             return None
 
@@ -126,10 +128,8 @@ if JIT_ENABLED:
             ptr = _cgutils.get_item_pointer2(context, builder, o.data, _cgutils.unpack_tuple(builder, o.shape, 2),
                                              _cgutils.unpack_tuple(builder, o.strides, 2), signature.args[0].layout,
                                              [args[1], args[2]], wraparound=False, boundscheck=False)
-            dst = builder.bitcast(ptr, _vector_at(context, builder, signature.args[3], args[3], n.literal_value).type)
-            new = builder.load(_vector_at(context, builder, signature.args[3], args[3], n.literal_value), align=1)
-            total = builder.fadd(builder.load(dst, align=1), new)
-            builder.store(builder.select(args[5], total, new), dst, align=1)
+            src = _vector_at(context, builder, signature.args[3], args[3], n.literal_value)
+            _write(builder, builder.bitcast(ptr, src.type), src, args[5])
             return context.get_dummy_value()
 
         return _types.none(out, i, j, acc, n, accumulate), codegen
