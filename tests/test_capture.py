@@ -111,6 +111,26 @@ def test_each_weight_gradient_is_computed_while_its_dy_is_fresh():
         assert dw[i] < backward.index((8, widths[i - 1])), backward
 
 
+def test_every_product_of_a_gpt_step_reads_what_was_just_made():
+    """In a transformer block a node's readers can lead anywhere: dh = dy W2^T (x) gelu'(h) is read by dW1, by the
+    bias's sum and by dx, whose chain runs through attention to the block below. Whichever runs first must not leave
+    the others far behind: every product reads its freshest operand at most 5 kernels after that was made (the
+    depth-first order left dW1 39 kernels, and the embeddings' product 59, behind its dy)."""
+    tg.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=32))
+    step = tg.compile(train_step(model, optim.AdamW(model.parameters(), lr=1e-3), clip=1.0))
+    rng = np.random.default_rng(0)
+    x, y = tg.tensor(rng.integers(0, 11, (2, 8))), tg.tensor(rng.integers(0, 11, (2, 8)))
+    for _ in range(2):
+        step(x, y)
+    kernels = step.program.schedule.kernels
+    made = {id(it.node): k for k, kern in enumerate(kernels) for it in kern.items}
+    behind = [k - max(made[id(v.srcs[0])] for v in kern.items[0].leaves if id(v.srcs[0]) in made)
+              for k, kern in enumerate(kernels)
+              if kern.kind == "matmul" and any(id(v.srcs[0]) in made for v in kern.items[0].leaves)]
+    assert len(behind) > 30 and max(behind) <= 5, behind
+
+
 class NamesMLP(nn.Module):
     """Chapter 8's MLP language model: embeddings of the context side by side, a tanh layer, logits."""
 
