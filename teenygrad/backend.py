@@ -33,7 +33,8 @@ import numba
 import numpy as np
 
 from teenygrad import ir
-from teenygrad.codegen import generate, slot_name
+from teenygrad.codegen import slot_name
+from teenygrad.codegen_program import generate
 from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.kernels.parallel_for import address_of, parallel_for
 from teenygrad.passes import (

@@ -12,6 +12,8 @@ into one `Kernel` when that is legal:
   - a reduction's consumers (softmax: max, then sum of exp(x - max), then exp(x - max) / sum) share its
     outer loop when they read it only "along the row" (a view with stride 0 on the reduced axes): the
     reduced value is then a local variable, and is written to memory only when someone outside needs it;
+  - sums down the columns (a bias's gradient, a layer norm's weight's) share the pass of a loop over the rows
+    of the same elements (its dx), each chunk of rows keeping a row of running sums (`_shared_loop`);
   - a matmul's epilogue (bias + GELU) is one pass over the product right after the matmul, which writes in
     place when nothing else reads the raw product (the matmul itself is chapter 3's tiled kernel, compiled
     once: generating it into every kernel cost seconds of numba compile per product).
@@ -179,6 +181,58 @@ def _can_follow(k: Kernel, it: Item, targets: dict[int, ir.Buffer]) -> bool:
     return _aligned(k, it, [v for v in it.leaves if id(v.srcs[0]) in members], members)
 
 
+def is_column(it: Item) -> bool:
+    """Is `it` a sum over every axis but the last (a bias's gradient: the sum over rows of dy (R, C))?"""
+    return it.node.op == "sum" and it.node.dtype.startswith("float") and len(it.shape) > 1 and \
+        tuple(it.inner) == tuple(range(len(it.shape) - 1))
+
+
+def _shared_loop(kernels: list[Kernel], ready: int, it: Item, targets: dict[int, ir.Buffer]) -> int | None:
+    """Column sums (`is_column`) and a loop over rows of the same elements share one pass: a layer norm's
+    backward reads dy and x once for dx (rows), its weight's and its bias's gradients (columns), as chapter 9's
+    hand kernel does. The kernel `it` may join: the first from `ready` on (the last that makes what `it` reads,
+    so `it` may run there) whose loop is over the same shape, and that is either column sums only, none of which
+    `it` reads (when `it` loops over rows: it goes first, its rows become the kernel's outer loop), or has rows
+    whose values `it` reads only at the element it visits (when `it` is a column sum). Not a kernel that assigns a
+    buffer `it` reads (`targets`: value -> buffer): that would stop the assign from writing in place."""
+    rows = it.kind == LOOP and len(it.shape) > 1 and tuple(it.inner) == (len(it.shape) - 1,)
+    if not (rows or it.kind == LOOP and is_column(it)):
+        return None
+    for j in range(max(ready, 0), len(kernels)):
+        k = kernels[j]
+        if k.kind != LOOP or not k.items or k.shape != it.shape or len(k.items) >= SIDE_BY_SIDE:
+            continue
+        members = {id(i.node): i for i in k.items}
+        mine = [v for v in it.leaves if id(v.srcs[0]) in members]
+        if {id(targets[m]) for m in members if m in targets} & \
+                {id(v.srcs[0].arg) for v in it.leaves if v.srcs[0].op == "load"}:
+            continue
+        if all(map(is_column, k.items)) if rows else not is_column(k.items[0]) and all(  # k's rows, at this element
+                _is_row_view(v, k.shape, k.inner) if members[id(v.srcs[0])].node.op in ir.REDUCE else
+                v.arg == View.contiguous(k.shape) and v.srcs[0].shape == k.shape for v in mine):
+            if not (rows and mine):  # (a column sum is complete only after the last row)
+                return j
+    return None
+
+
+def _join_columns(kernels: list[Kernel], j: int, it: Item, made_by: dict[int, int]) -> None:
+    """`it` joins kernel j (`_shared_loop`). Rows go first; then the later kernels of column sums over the same
+    shape move in too, when what they read is made before j (they would run there): the bias's sum and the weight's
+    come one after the other, each followed by its square's sum for the gradient's norm."""
+    kern = kernels[j]
+    if is_column(it):
+        kern.items.append(it)
+        return
+    kern.items.insert(0, it)
+    for later in kernels[j + 1:]:
+        if later.kind == LOOP and later.items and all(map(is_column, later.items)) and later.shape == it.shape and \
+                len(kern.items) + len(later.items) <= SIDE_BY_SIDE and \
+                all(made_by.get(id(v.srcs[0]), -1) < j for c in later.items for v in c.leaves):
+            kern.items += later.items
+            made_by.update({id(c.node): j for c in later.items})
+            later.items = []
+
+
 def _eager_order(order: list[Node]) -> list[Node]:
     """The nodes in a topological order that computes each one as soon as all it reads is ready, keeping the
     order given otherwise. A depth-first order from the outputs runs the backward pass's chain first and the
@@ -225,13 +279,17 @@ def schedule(graph: Graph) -> Schedule:
         k = max(deps, default=-1)
         if k >= 0 and kernels[k].kind in (LOOP, MATMUL) and _can_join(kernels[k], it):
             kernels[k].items.append(it)
-        elif kernels and _can_follow(kernels[-1], it, targets):
+        elif kernels and kernels[-1].items and _can_follow(kernels[-1], it, targets):
             k = len(kernels) - 1
             kernels[k].items.append(it)
+        elif id(it.node) not in targets and (j := _shared_loop(kernels, k, it, targets)) is not None:
+            k = j
+            _join_columns(kernels, k, it, made_by)
         else:
             k = len(kernels)
             kernels.append(Kernel(it.kind, [it]))
         made_by[id(it.node)] = k
+    kernels = [kern for kern in kernels if kern.items]  # (column kernels another one took in: `_join_columns`)
     # -- a product read only by a copy into another layout (the heads put back side by side) is written in that
     #    layout, and the copy vanishes: its readers read the product's slot
     uses: dict[int, int] = {}
