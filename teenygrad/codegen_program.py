@@ -142,7 +142,8 @@ def matmul_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Cal
 def epilogue(kern: Kernel) -> Kernel:
     """A matmul's fused epilogue (bias + GELU) as a loop kernel over the product's shape, run right after it."""
     epi, shape = kern.items[1], kern.items[0].node.shape
-    return Kernel(LOOP, [Item(epi.node, LOOP, epi.expr, shape, (len(shape) - 1,) if shape else (), epi.leaves)])
+    return Kernel(LOOP, [Item(epi.node, LOOP, epi.expr, shape, (len(shape) - 1,) if shape else (), epi.leaves),
+                         *kern.items[2:]])  # and sums down its columns (a bias's gradient: `schedule._shared_loop`)
 
 
 def cat_kernel(name: str, kern: Kernel, sched: Schedule, src: _Source) -> Call:
@@ -197,7 +198,7 @@ def generate(sched: Schedule) -> str:
     functions: dict[str, str] = {}   # canonical source (with the name KNAME) -> function name
     calls: list[tuple[str, list[str], int, int | None, int]] = []  # (function, arrays, kernel, rows, chunks)
     parts = [(i, k) for i, kern in enumerate(sched.kernels)  # a matmul with an epilogue: two functions
-             for k in ([kern, epilogue(kern)] if kern.kind == MATMUL and len(kern.items) == 2 else [kern])]
+             for k in ([kern, epilogue(kern)] if kern.kind == MATMUL and len(kern.items) >= 2 else [kern])]
     partials = 1  # float64s of p0, the partial sums of the column reductions split into bands
     for i, kern in parts:
         makers = [{LOOP: column_kernel if _column(kern) else loop_kernel, MATMUL: matmul_kernel,

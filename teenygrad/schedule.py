@@ -12,8 +12,8 @@ into one `Kernel` when that is legal:
   - a reduction's consumers (softmax: max, then sum of exp(x - max), then exp(x - max) / sum) share its
     outer loop when they read it only "along the row" (a view with stride 0 on the reduced axes): the
     reduced value is then a local variable, and is written to memory only when someone outside needs it;
-  - sums down the columns (a bias's gradient, a layer norm's weight's) share the pass of a loop over the rows
-    of the same elements (its dx), each chunk of rows keeping a row of running sums (`_shared_loop`);
+  - sums down the columns (a bias's gradient, a layer norm's weight's) share a pass over rows of the same
+    elements (dx, a matmul's epilogue), each chunk of rows keeping a row of running sums (`_shared_loop`);
   - a matmul's epilogue (bias + GELU) is one pass over the product right after the matmul, which writes in
     place when nothing else reads the raw product (the matmul itself is chapter 3's tiled kernel, compiled
     once: generating it into every kernel cost seconds of numba compile per product).
@@ -31,6 +31,7 @@ Not done yet (each a known way to go faster, none needed for correctness):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,36 +190,42 @@ def is_column(it: Item) -> bool:
 
 def _shared_loop(kernels: list[Kernel], ready: int, it: Item, targets: dict[int, ir.Buffer]) -> int | None:
     """Column sums (`is_column`) and a loop over rows of the same elements share one pass: a layer norm's
-    backward reads dy and x once for dx (rows), its weight's and its bias's gradients (columns), as chapter 9's
-    hand kernel does. The kernel `it` may join: the first from `ready` on (the last that makes what `it` reads,
-    so `it` may run there) whose loop is over the same shape, and that is either column sums only, none of which
-    `it` reads (when `it` loops over rows: it goes first, its rows become the kernel's outer loop), or has rows
-    whose values `it` reads only at the element it visits (when `it` is a column sum). Not a kernel that assigns a
-    buffer `it` reads (`targets`: value -> buffer): that would stop the assign from writing in place."""
+    backward reads dy and x once for dx (rows) and its weight's and bias's gradients (columns), as chapter 9's hand
+    kernel does. `it` may join the first kernel from `ready` on (the last that makes what `it` reads) that loops
+    over the same elements and is either column sums none of which `it` reads (`it` loops over rows: it goes first),
+    or rows that `it`, a column sum, reads only at the element it visits: a loop (a sum over (B*T, C) reads one over
+    (B, T, C) reshaped) or a matmul's epilogue (dh = (dy W2^T) * gelu'(h)). Not one that assigns what `it` reads."""
     rows = it.kind == LOOP and len(it.shape) > 1 and tuple(it.inner) == (len(it.shape) - 1,)
     if not (rows or it.kind == LOOP and is_column(it)):
         return None
     for j in range(max(ready, 0), len(kernels)):
         k = kernels[j]
-        if k.kind != LOOP or not k.items or k.shape != it.shape or len(k.items) >= SIDE_BY_SIDE:
+        epilogue = k.kind == MATMUL and len(k.items) > 1 and not rows  # a column sum of a matmul's epilogue's result
+        if not (k.kind == LOOP or epilogue) or not k.items or len(k.items) >= SIDE_BY_SIDE or \
+                math.prod(k.shape) != math.prod(it.shape) or k.shape[-1:] != it.shape[-1:] or \
+                rows and k.shape != it.shape:
             continue
-        members = {id(i.node): i for i in k.items}
-        mine = [v for v in it.leaves if id(v.srcs[0]) in members]
-        if {id(targets[m]) for m in members if m in targets} & \
-                {id(v.srcs[0].arg) for v in it.leaves if v.srcs[0].op == "load"}:
+        expr = it.expr if k.shape == it.shape else reshape_expr(it.expr, k.shape)  # (R, C) as (B, T, C)
+        leaves = _leaves(expr) if expr is not None else []
+        members = {id(i.node): i for i in k.items[epilogue:]}  # (not the raw product: the epilogue overwrites it)
+        mine = [v for v in leaves if id(v.srcs[0]) in members]
+        if expr is None or any(id(v.srcs[0]) == id(k.items[0].node) for v in leaves) and epilogue or \
+                {id(targets[m]) for m in members if m in targets} & \
+                {id(v.srcs[0].arg) for v in leaves if v.srcs[0].op == "load"}:
             continue
         if all(map(is_column, k.items)) if rows else not is_column(k.items[0]) and all(  # k's rows, at this element
                 _is_row_view(v, k.shape, k.inner) if members[id(v.srcs[0])].node.op in ir.REDUCE else
-                v.arg == View.contiguous(k.shape) and v.srcs[0].shape == k.shape for v in mine):
+                v.arg == View.contiguous(k.shape) and v.srcs[0].size == math.prod(k.shape) for v in mine):
             if not (rows and mine):  # (a column sum is complete only after the last row)
+                if not rows:
+                    it.expr, it.shape, it.inner, it.leaves = expr, k.shape, tuple(range(len(k.shape) - 1)), leaves
                 return j
     return None
 
 
 def _join_columns(kernels: list[Kernel], j: int, it: Item, made_by: dict[int, int]) -> None:
-    """`it` joins kernel j (`_shared_loop`). Rows go first; then the later kernels of column sums over the same
-    shape move in too, when what they read is made before j (they would run there): the bias's sum and the weight's
-    come one after the other, each followed by its square's sum for the gradient's norm."""
+    """`it` joins kernel j (`_shared_loop`), rows first; later kernels of column sums of the same shape whose
+    inputs are made before j move in too (a layer norm's bias's and weight's, each followed by its norm's sum)."""
     kern = kernels[j]
     if is_column(it):
         kern.items.append(it)
@@ -234,13 +241,10 @@ def _join_columns(kernels: list[Kernel], j: int, it: Item, made_by: dict[int, in
 
 
 def _eager_order(order: list[Node]) -> list[Node]:
-    """The nodes in a topological order that computes each one as soon as all it reads is ready, keeping the
-    order given otherwise. A depth-first order from the outputs runs the backward pass's chain first and the
-    weights' gradients (dW = x^T dy) after all of it, when dy and x have long left the cache; here dW follows
-    its dy at once. Of the readers a node makes ready, those with the shortest way to the end of the step go
-    first (dW, a bias's sum, ending at the optimizer), the one that carries the backward pass on (dx) last:
-    taken first, dx's chain ran on until it met a node still waiting, and left the MLP's dW1 (which reads its
-    1.5 MB dy) 39 kernels behind (measured: the GPT step 1.3% faster)."""
+    """A topological order that computes each node as soon as all it reads is ready. (From the outputs, depth
+    first, every dW = x^T dy came after the whole backward pass, its x and dy long out of cache.) Of the readers a
+    node makes ready, the one with the longest way to the end of the step (dx, carrying the backward pass on) goes
+    last: taken first, its chain ran on and left the MLP's dW1 39 kernels behind its 1.5 MB dy (step 1.3% slower)."""
     consumers = ir.readers(order)
     height: dict[int, int] = {}  # the longest path from a node to the end of the step
     for n in reversed(order):
@@ -355,14 +359,14 @@ def schedule(graph: Graph) -> Schedule:
             copies.append((value, tslot))
     # -- matmul epilogues write over the product when nothing else reads it
     for k, kern in enumerate(kernels):
-        if kern.kind == MATMUL and len(kern.items) == 2:
+        if kern.kind == MATMUL and len(kern.items) >= 2:
             mm, epi = kern.items[0].node, kern.items[1].node
             if id(mm) not in slots and id(epi) not in slots and readers.get(id(mm), set()) <= {k}:
                 kern.local.add(id(epi))  # marker: the epilogue's slot is the product's
     # -- scratch: every other stored node, reusing slots whose last reader is done
     last = {nid: max(ks) for nid, ks in readers.items()}
     for k, kern in enumerate(kernels):  # a product overwritten by its epilogue lives as long as the epilogue
-        if kern.kind == MATMUL and len(kern.items) == 2 and id(kern.items[1].node) in kern.local:
+        if kern.kind == MATMUL and len(kern.items) >= 2 and id(kern.items[1].node) in kern.local:
             mm, epi = kern.items[0].node, kern.items[1].node
             last[id(mm)] = max(last.get(id(mm), k), last.get(id(epi), k))
     for value, _ in copies:
@@ -375,7 +379,7 @@ def schedule(graph: Graph) -> Schedule:
             n = it.node
             if id(n) in slots or id(n) in kern.local and n.op in ir.REDUCE:
                 continue
-            if kern.kind == MATMUL and it is kern.items[-1] and id(n) in kern.local:
+            if kern.kind == MATMUL and len(kern.items) > 1 and it is kern.items[1] and id(n) in kern.local:
                 slots[id(n)] = slots[id(kern.items[0].node)]
                 continue
             fits = [i for i in free if scratch[i][0] == n.dtype and scratch[i][1] >= n.size]

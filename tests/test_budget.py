@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import REPO
 
 MAX_MODULE_LINES = 460
-MAX_PACKAGE_LINES = 11600  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400,
+MAX_PACKAGE_LINES = 11610  # raised for chapters 7-9 (nn, optim, the GPT, its fused kernels) and 10 (the compiler: ~2,400,
 # then +25 for fusing one parameter's Adam update into one kernel, and reading moments where their assigns wrote them,
 # +75 for one cat from a sliced tensor's padded gradients and products written in the layout their copy wanted,
 # +125 for triangles.py: the compiler proves which products may skip a causal mask's zeros, as chapter 9 does by hand,
@@ -16,7 +16,8 @@ MAX_PACKAGE_LINES = 11600  # raised for chapters 7-9 (nn, optim, the GPT, its fu
 # +70 for the micro-kernel's accumulators touched only as whole vectors (vector_fma, vector_store_at): a tile's fixed
 # cost went from ~40 ns to a few, depth-32 tiles 27% faster; +15 for kernel caches stamped with all kernels' source,
 # +10 for a schedule order that takes short side branches (dW, a bias's sum) before the chain: the GPT step 1.3% faster,
-# +90 for sums down columns sharing a loop over rows (a layer norm's dx, dw and db in one pass: the step 1.2% faster),
+# +100 for sums down columns sharing a loop over rows (a layer norm's dx, dw and db in one pass; a bias's gradient in
+# its dy's loop or matmul epilogue: the step 1.7% faster),
 # +40 for codegen.py split in two (a loop kernel; the other kernels and the module), each under the module cap)
 
 

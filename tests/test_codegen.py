@@ -469,7 +469,7 @@ def test_parallel_kernels_match_the_oracle():
     assert "parallel_for(ADDRESS" in program.source
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(1, 40), st.integers(1, 20), st.sampled_from(["serial", "parallel"]))
 def test_a_layer_norms_backward_is_one_pass_for_dx_and_the_weights_gradients(R, C, path):
     """dx of a layer norm is computed row by row; dw = sum over rows of g * xhat and db = sum over rows of g are
@@ -496,6 +496,24 @@ def test_a_layer_norms_backward_is_one_pass_for_dx_and_the_weights_gradients(R, 
         [kern] = [k for k in program.schedule.kernels if any(map(schedule.is_column, k.items))]
         assert len(kern.items) >= 4 and sum(map(schedule.is_column, kern.items)) == 2, program.describe()
         assert ("band = " in program.source) == (path == "parallel")  # partial sums per chunk of rows
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(2, 3), st.integers(2, 9), st.integers(2, 9), st.integers(2, 9), st.sampled_from(["serial", "parallel"]))
+def test_a_bias_gradient_shares_the_pass_that_makes_its_dy(B, T, C, K, path):
+    """A bias's gradient is the sum over rows of dy. When dy is a product's epilogue (dh = (g W^T) * f'(h), the MLP's
+    backward), the sum shares the epilogue's pass over the product; when dy comes out of a loop over (B, T, C) and
+    the sum reads it as (B*T, C), it shares that loop, through the reshape."""
+    rng = np.random.default_rng(B * 1000 + T * 100 + C * 10 + K)
+    g, w, h = (ir.load(buffer(name, shape, "float64", rng)) for name, shape in
+               (("g", (B * T, K)), ("w", (C, K)), ("h", (B * T, C))))
+    dh = ir.binary("mul", ir.matmul(g, ir.permute(w, (1, 0))), ir.unary("tanh", h))
+    x = ir.load(buffer("x", (B, T, C), "float64", rng))
+    y = ir.binary("mul", x, ir.unary("tanh", x))
+    with force_path(path):
+        program = check([dh, ir.reduce("sum", dh, [0]), y, ir.reduce("sum", ir.reshape(y, (B * T, C)), [0])])
+    kinds = [[it.node.op for it in k.items] for k in program.schedule.kernels]
+    assert sorted(kinds) == [["contiguous", "sum"], ["matmul", "contiguous", "sum"]], program.describe()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
