@@ -213,13 +213,13 @@ def _shared_loop(kernels: list[Kernel], ready: int, it: Item, targets: dict[int,
                 {id(targets[m]) for m in members if m in targets} & \
                 {id(v.srcs[0].arg) for v in leaves if v.srcs[0].op == "load"}:
             continue
-        if all(map(is_column, k.items)) if rows else not is_column(k.items[0]) and all(  # k's rows, at this element
+        if rows and all(map(is_column, k.items)) and not mine:  # (a column sum is complete after the last row only)
+            return j
+        if not rows and not is_column(k.items[0]) and all(  # k's rows, read at this element
                 _is_row_view(v, k.shape, k.inner) if members[id(v.srcs[0])].node.op in ir.REDUCE else
                 v.arg == View.contiguous(k.shape) and v.srcs[0].size == math.prod(k.shape) for v in mine):
-            if not (rows and mine):  # (a column sum is complete only after the last row)
-                if not rows:
-                    it.expr, it.shape, it.inner, it.leaves = expr, k.shape, tuple(range(len(k.shape) - 1)), leaves
-                return j
+            it.expr, it.shape, it.inner, it.leaves = expr, k.shape, tuple(range(len(k.shape) - 1)), leaves
+            return j
     return None
 
 
