@@ -143,8 +143,8 @@ def compare(name: str, steps: int) -> None:
 
 def child() -> None:
     """In a fresh process: the small model's first compiled calls, timed in parts (printed as one JSON line)."""
-    import teenygrad.backend as backend
     import teenygrad.compiler as compiler
+    import teenygrad.compiler.backend as backend
     parts = {"numba": 0.0}
 
     def timed(fn, key):

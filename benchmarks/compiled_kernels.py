@@ -2,7 +2,7 @@
 
     python benchmarks/compiled_kernels.py
 
-Each graph is built by hand from `teenygrad.ir` primitives, compiled with `compile_graph`, and timed against
+Each graph is built by hand from `teenygrad.compiler.ir` primitives, compiled with `compile_graph`, and timed against
 the hand-written kernel doing the same work (best of several calls, alternating, after a warm-up):
   - the attention softmax of the Shakespeare GPT (batch 12, 4 heads, context 64) and of the wider model
     (batch 8, 6 heads, context 128), rows of the (B, nh, T, T) scores, against `kernels.softmax`;
@@ -24,8 +24,8 @@ import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from teenygrad import ir  # noqa: E402
-from teenygrad.backend import compile_graph  # noqa: E402
+from teenygrad.compiler import ir  # noqa: E402
+from teenygrad.compiler.backend import compile_graph  # noqa: E402
 from teenygrad.kernels import elementwise, fused  # noqa: E402
 from teenygrad.kernels import softmax as hand_softmax  # noqa: E402
 from teenygrad.kernels.layout import ints  # noqa: E402

@@ -12,8 +12,8 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
     7  nn, nn_init, functional, optim         layers, initialisation, optimizers
     8  text                                   characters as tokens, sampling
     9  gpt, value_gpt, tuning                 the GPT, fused ops (`ops.fused`), process settings for speed
-    10 compiler, lazy, lazy_ops, lazy_views,  `compile`: a step traced into a graph of primitives (`tracing`)
-       lazy_nn, ir
+    10 compiler (a package), tracing       `compile`: a step traced into a graph of primitives, passes, fused
+                                           kernels, generated numba code (`compiler/__init__` draws the pipeline)
     *  edition                                which functions the exercises ask for; the learner's pieces
 """
 import os as _os
@@ -33,11 +33,12 @@ from teenygrad import functional, nn, nn_init, optim
 from teenygrad import text
 from teenygrad import gpt, tuning, value_gpt
 from teenygrad.tuning import tune
-from teenygrad import compiler, ir
+from teenygrad import compiler, old_paths, tracing
 from teenygrad.compiler import CaptureError, compile  # noqa: F401 - tg.compile, not in __all__ (see below)
 from teenygrad import edition
 from teenygrad.edition import exercise
 
+old_paths.install()  # a learner's mine/ files recorded before the compiler was one package still import
 if _os.environ.get(edition.EDITION_ENV) == "mine":  # opted in: the learner's pieces from mine/ replace the book's
     edition.load_mine()
 
@@ -62,7 +63,7 @@ __all__ = [
     # chapter 9
     "gpt", "value_gpt", "tuning", "tune",
     # chapter 10 (`teenygrad.compile` too, left out of __all__ so `import *` never hides Python's compile)
-    "compiler", "ir", "CaptureError",
+    "compiler", "tracing", "CaptureError",
     # every exercise
     "edition", "exercise",
 ]

@@ -179,29 +179,45 @@ def index_view(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
     end when negative) and drops the axis; it must satisfy -n <= i < n (IndexError otherwise). A slice keeps
     `range(*k.indices(n))` of the axis: the offset moves to its first index (not when it is empty) and the
     stride is multiplied by its step. More ints and slices than axes, or two Ellipsis, raise IndexError."""
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    ndim = len(shape)
-    if consumed > ndim:
-        raise IndexError(f"too many indices for tensor of dimension {ndim}")
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     new_shape, new_strides, d = [], [], 0
-    for k in key:
+    for k in parse_key(shape, key):
         if k is None:
             new_shape.append(1)
             new_strides.append(0)
-        elif k is Ellipsis:
-            for _ in range(ndim - consumed):
-                new_shape.append(shape[d])
-                new_strides.append(strides[d])
-                d += 1
-        elif isinstance(k, slice):
-            start, stop, step = k.indices(shape[d])
-            n = len(range(start, stop, step))
+            continue
+        if isinstance(k, int):
+            offset += k * strides[d]
+        else:
+            n = len(range(*k))
             if n:
-                offset += start * strides[d]
+                offset += k[0] * strides[d]
             new_shape.append(n)
-            new_strides.append(strides[d] * step)
+            new_strides.append(strides[d] * k[2])
+        d += 1
+    return tuple(new_shape), tuple(new_strides), offset
+
+
+def parse_key(shape: tuple[int, ...], key: tuple) -> list[None | int | tuple[int, int, int]]:
+    """Basic indexing's key checked and spelled out, one entry per axis it touches: None (a new axis of size 1),
+    an int (the index picked, counted from 0: the axis is dropped) or a slice's (start, stop, step) as
+    `slice.indices` gives it; the Ellipsis becomes whole slices of the axes it stands for, and the axes after the
+    key whole slices too. The one parser of keys: eager views (`index_view`) and lazy ones (`compiler.capture`)
+    both read it. Raises IndexError for more ints and slices than axes, two Ellipsis or an int out of range."""
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    out: list[None | int | tuple[int, int, int]] = []
+    d = 0
+    for k in key:
+        if k is None:
+            out.append(None)
+        elif k is Ellipsis:
+            out += [(0, shape[d + j], 1) for j in range(len(shape) - consumed)]
+            d += len(shape) - consumed
+        elif isinstance(k, slice):
+            out.append(k.indices(shape[d]))
             d += 1
         else:
             try:
@@ -210,6 +226,6 @@ def index_view(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
                 raise TypeError(f"unsupported index {k!r} of type {type(k).__name__}") from None
             if not -shape[d] <= i < shape[d]:
                 raise IndexError(f"index {i} is out of bounds for axis {d} with size {shape[d]}")
-            offset += (i % shape[d]) * strides[d]
+            out.append(i % shape[d])
             d += 1
-    return tuple(new_shape) + tuple(shape[d:]), tuple(new_strides) + tuple(strides[d:]), offset
+    return out + [(0, n, 1) for n in shape[d:]]

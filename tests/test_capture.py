@@ -535,10 +535,10 @@ def test_a_failed_trace_leaves_the_parameters_and_optimizer_as_they_were():
 def test_reference_program_contract():
     """compile_graph(outputs, effects) -> Program: inputs are the loaded buffers in a fixed order; a call takes one
     array per input, returns the outputs and writes the assigns into the arrays, after every read (a swap works)."""
-    a_buf, b_buf = tg.ir.Buffer("a", (2, 3), "float64"), tg.ir.Buffer("b", (2, 3), "float64")
-    a, b = tg.ir.load(a_buf), tg.ir.load(b_buf)
-    total = tg.ir.reduce("sum", tg.ir.binary("mul", a, b), (0, 1))
-    program = tg.compiler.compile_graph([total], [tg.ir.assign(a, b), tg.ir.assign(b, a)])
+    a_buf, b_buf = tg.compiler.ir.Buffer("a", (2, 3), "float64"), tg.compiler.ir.Buffer("b", (2, 3), "float64")
+    a, b = tg.compiler.ir.load(a_buf), tg.compiler.ir.load(b_buf)
+    total = tg.compiler.ir.reduce("sum", tg.compiler.ir.binary("mul", a, b), (0, 1))
+    program = tg.compiler.compile_graph([total], [tg.compiler.ir.assign(a, b), tg.compiler.ir.assign(b, a)])
     assert program.inputs == [a_buf, b_buf]
     rng = np.random.default_rng(0)
     xa, xb = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))

@@ -8,7 +8,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from teenygrad import passes
+from teenygrad.compiler import passes
 
 from conftest import REPO, book_figures
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teenygrad import ir, passes, schedule
-from teenygrad.backend import compile_graph, run_passes
+from teenygrad.compiler import ir, passes, schedule
+from teenygrad.compiler.backend import compile_graph, run_passes
+from teenygrad.compiler.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
 from teenygrad.kernels.jit import force_path
-from teenygrad.passes import Graph, eliminate_common, eliminate_dead, fold_constants, fold_views
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = {"float64": dict(rtol=1e-9, atol=1e-12), "float32": dict(rtol=2e-4, atol=2e-5)}
@@ -376,7 +376,7 @@ def test_an_adam_update_is_one_kernel_that_writes_in_place():
 def test_side_by_side_fusion_stops_at_a_few_stages():
     """Same-shaped updates next to each other are fused side by side, but at most SIDE_BY_SIDE stages to a kernel:
     numba's compile time grows faster than the kernel (every bias's update in one kernel took 9 s)."""
-    from teenygrad.schedule import SIDE_BY_SIDE
+    from teenygrad.compiler.schedule import SIDE_BY_SIDE
     rng = np.random.default_rng(5)
     n = 2 * SIDE_BY_SIDE + 3
     ps, gs = ([buffer(f"{x}{i}", (7,), "float64", rng) for i in range(n)] for x in ("p", "g"))
@@ -552,8 +552,8 @@ def test_debug_levels_print_schedule_ir_and_source(monkeypatch, capsys):
 
 SCRIPT = textwrap.dedent("""
     import numpy as np, sys
-    from teenygrad import ir
-    from teenygrad.backend import compile_graph
+    from teenygrad.compiler import ir
+    from teenygrad.compiler.backend import compile_graph
     x = ir.Buffer("x", (4, 6), "float32", np.linspace(-1, 1, 24, dtype="float32").reshape(4, 6))
     w = ir.Buffer("w", (6, 8), "float32", np.linspace(-1, 1, 48, dtype="float32").reshape(6, 8))
     y = ir.unary("tanh", ir.matmul(ir.load(x), ir.load(w)))
@@ -591,8 +591,8 @@ def test_the_plain_python_fallback_runs_the_same_source(tmp_path):
 
 MANY = textwrap.dedent("""
     import subprocess, numpy as np
-    from teenygrad import ir
-    from teenygrad.backend import compile_graph
+    from teenygrad.compiler import ir
+    from teenygrad.compiler.backend import compile_graph
     started = []
     popen = subprocess.Popen
     subprocess.Popen = lambda *a, **k: started.append(1) or popen(*a, **k)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from autograder import mine
@@ -215,6 +216,44 @@ def test_the_solutions_as_mine_install_every_piece_and_train_like_the_book(tmp_p
     ours, book = json.loads(ours.stdout), json.loads(book.stdout)
     assert ours["mine"] == ours["rows"] and book["mine"] == 0
     assert ours["losses"] == pytest.approx(book["losses"], abs=1e-4)  # the same arithmetic, piece by piece
+
+
+# Recorded by `python -m autograder check` from every solution notebook at 824daae, when the compiler was twelve
+# top-level modules: its setup cells say `from teenygrad import codegen, ir, passes` (teenygrad.old_paths maps them)
+OLD_MINE = REPO / "tests" / "fixtures" / "mine-824daae"
+OLD_MINE_RUN = """
+import json, numpy as np, teenygrad as tg
+rows = tg.edition.table()
+tg.manual_seed(0)
+w = tg.randn(6, 3, requires_grad=True)
+def step(x):
+    h = (x @ w) * 1.0 + 0.0        # constants the learner's fold_constants folds, a product twice for their cse
+    return (h.exp() + (x @ w).exp()).sum(axis=1)
+x = tg.randn(5, 6)
+print(json.dumps({"whose": {f"{a}/{part}": whose for a, part, _, whose in rows},
+                  "compiled": tg.compile(step)(x).numpy().tolist(), "eager": step(x).numpy().tolist()}))
+"""
+
+
+def test_a_mine_folder_recorded_before_the_compiler_became_a_package_still_loads_and_runs():
+    files = sorted(OLD_MINE.glob("[0-9][0-9]-*.py"))
+    assert len(files) == 10 and "from teenygrad import codegen, grading, ir, passes" in (files[-1]).read_text()
+    proc = run_with_mine(OLD_MINE, OLD_MINE_RUN)
+    assert proc.returncode == 0 and "could not be loaded" not in proc.stderr and "book's piece is used" not in \
+        proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    recorded = {f"{f.stem}/{part}": str(f) for f in files for part in mine.read_mine(f) if part != "setup"}
+    assert len(recorded) >= 30 and {k: out["whose"].get(k) for k in recorded} == recorded  # each one the learner's
+    assert np.allclose(out["compiled"], out["eager"], rtol=1e-5)  # compiled through the learner's index_expr, cse
+
+
+def test_every_old_module_path_is_the_module_at_its_new_place():
+    from teenygrad import old_paths
+    code = "import importlib, json; import teenygrad\n" + \
+        f"print(json.dumps({{o: importlib.import_module(o) is importlib.import_module(n) for o, n in {old_paths.MOVED!r}.items()}}))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == dict.fromkeys(old_paths.MOVED, True)
 
 
 def test_a_mine_file_that_raises_leaves_the_book_pieces_and_says_so(tmp_path):

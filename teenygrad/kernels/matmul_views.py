@@ -1,6 +1,6 @@
 """The compiler's matmul (chapter 10): chapter 3's tiled kernel on strided views of flat arrays, compiled once.
 
-A generated program (`teenygrad.codegen`) keeps every array flat and reads operands through views (an offset and
+A generated program (`compiler.codegen`) keeps every array flat and reads operands through views (an offset and
 one stride per axis). Its matmuls call these two kernels from the program's Python driver, with the views'
 numbers as arguments, rather than generating a function that calls `matmul_tiled`: numba would compile and
 optimise the whole tiled kernel again inside each generated function (seconds each, for every product of a
@@ -37,7 +37,7 @@ def _views(a, a_offset, a_strides, b, b_offset, b_strides, c, c_strides, shape):
 @kernel(inline=True)
 def _task(A, B, C, t, blocks, step, by_rows, causal):
     """Task t: rows (by_rows) or columns lo..hi of one product of the batch; or, when `causal` (a mode of
-    `matmul_tiled_into`: the compiler proved A triangular, `teenygrad.triangles`), the whole product, skipping the
+    `matmul_tiled_into`: the compiler proved A triangular, `schedule.triangles`), the whole product, skipping the
     zeros. Inlined into both drivers: called as a function from the parallel loop, the copy numba loads from its
     disk cache ran 2.5x slower than the one it had just compiled (numba issue #8085; 768x128 @ 128x512: 4.8 ms vs
     1.9 ms)."""

@@ -1,6 +1,6 @@
 """`parallel_for`: run a generated kernel's rows on all threads, with one compiled driver for every kernel (chapter 10).
 
-A generated loop kernel (`teenygrad.codegen`) is a serial function `body(a0, a1, ..., first, last)` over rows
+A generated loop kernel (`teenygrad.compiler.codegen`) is a serial function `body(a0, a1, ..., first, last)` over rows
 first..last. To share the rows among threads, something has to call it from a `prange` loop. Generating that
 driver beside each body costs a second numba compile per kernel, the slowest kind (parallel lowering, and the
 body compiled again inside it): measured, 0.3-1.1 s each, about half of a GPT step's cold compile. Instead the

@@ -1,6 +1,6 @@
 """Exercise 10 answered with teenygrad's own pieces (each must score 0: see issue 12)."""
 ANSWERS = {
-    "index_expr": "from teenygrad.codegen import index_expr\n",
+    "index_expr": "from teenygrad.compiler.codegen import index_expr\n",
     "cse": (
         "def eliminate_common(graph):\n"
         "    return passes.eliminate_common(graph)\n"),

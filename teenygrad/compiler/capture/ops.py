@@ -1,13 +1,13 @@
 """The op layer's launchers, lazily (chapter 10): each builds graph nodes where the eager launcher runs a kernel.
 
 While a compiled function is traced, every launcher of `teenygrad.ops` hands its arguments here (the views of
-`teenygrad.tensor_views` go to `teenygrad.lazy_views`). Each function below has the eager launcher's name,
+`teenygrad.tensor_views` go to `teenygrad.compiler.capture.views`). Each function below has the eager launcher's name,
 arguments, checks and result dtype, and records the *same* autograd node (op name and saved values), so chapter
 6's engine and the gradient rules beside each op run unchanged on lazy tensors: their Tensor ops come back here
 and become graph nodes too. That is how `loss.backward()` is captured. A rule that calls a kernel directly has
 a lazy twin (`softmax_backward`, `scatter_add`, `gelu_backward` here; `into_zeros` in `lazy_views`); ops whose
 rules are kernels or exercise pieces (cross-entropy, the fused transformer ops, index_select) are written from
-other ops instead, in `teenygrad.lazy_nn`, so autograd records their pieces.
+other ops instead, in `teenygrad.compiler.capture.nn`, so autograd records their pieces.
 """
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from typing import Sequence
 
 import numpy as np
 
-from teenygrad import autograd, ir
-from teenygrad.kernels.elementwise import GELU_A, GELU_K
-from teenygrad.kernels.layout import broadcast_shapes, normalize_axes, normalize_axis, prod
-from teenygrad.lazy import (
+from teenygrad import autograd
+from teenygrad.compiler import ir
+from teenygrad.compiler.capture.lazy import (
     CaptureError,
     LazyTensor,
     bcast,
@@ -32,6 +31,8 @@ from teenygrad.lazy import (
     where,
     wrap,
 )
+from teenygrad.kernels.elementwise import GELU_A, GELU_K
+from teenygrad.kernels.layout import broadcast_shapes, normalize_axes, normalize_axis, prod
 from teenygrad.ops.buffers import as_float, result_dtype
 from teenygrad.ops.elementwise import FLOAT_ONLY_BINARY, FLOAT_ONLY_UNARY, NOT_DIFFERENTIABLE
 from teenygrad.ops.movement import check_cat

@@ -8,15 +8,15 @@ that lives outside the function (a parameter, an argument) is an `assign` of the
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-from teenygrad import autograd, ir
+from teenygrad import autograd
+from teenygrad.compiler import ir
+from teenygrad.compiler.capture.lazy import CaptureError, LazyTensor, bcast, cast, current, node_of, wrap
+from teenygrad.compiler.capture.ops import Scalar, _scalar
 from teenygrad.kernels.layout import broadcast_shapes, normalize_axis, shape_args
-from teenygrad.lazy import CaptureError, LazyTensor, bcast, cast, current, node_of, wrap
-from teenygrad.lazy_ops import Scalar, _scalar
 from teenygrad.tensor import Tensor
+from teenygrad.tensor_views import parse_key
 
 # ---- views -------------------------------------------------------------------------------------------------------
 
@@ -71,37 +71,17 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
 
 def index_plan(shape: tuple[int, ...], key: tuple) -> tuple[tuple, tuple[int, ...]]:
     """Basic indexing as one slice per axis (an int i is i:i+1) and the result's shape (ints dropped, None
-    added), with the errors of `tensor_views.index_view`."""
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if consumed > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    spec, out, d = [], [], 0
-    for k in key:
+    added), from the key as `tensor_views.parse_key` reads it for eager views (the same checks and errors)."""
+    spec, out = [], []
+    for k in parse_key(shape, key):
         if k is None:
             out.append(1)
-        elif k is Ellipsis:
-            for _ in range(len(shape) - consumed):
-                spec.append((0, shape[d], 1))
-                out.append(shape[d])
-                d += 1
-        elif isinstance(k, slice):
-            s = k.indices(shape[d])
-            spec.append(s)
-            out.append(len(range(*s)))
-            d += 1
+        elif isinstance(k, int):
+            spec.append((k, k + 1, 1))
         else:
-            try:
-                i = operator.index(k)
-            except TypeError:
-                raise TypeError(f"unsupported index {k!r} of type {type(k).__name__}") from None
-            if not -shape[d] <= i < shape[d]:
-                raise IndexError(f"index {i} is out of bounds for axis {d} with size {shape[d]}")
-            spec.append((i % shape[d], i % shape[d] + 1, 1))
-            d += 1
-    spec += [(0, n, 1) for n in shape[d:]]
-    return tuple(spec), tuple(out) + tuple(shape[d:])
+            spec.append(k)
+            out.append(len(range(*k)))
+    return tuple(spec), tuple(out)
 
 
 def getitem(x: Tensor, key: object) -> Tensor:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from teenygrad import ir
+from teenygrad.compiler import ir
 from teenygrad.kernels.layout import broadcast_shapes, contiguous_strides
 from teenygrad.tensor import Tensor, default_generator, float32, float64, int64
 
@@ -113,7 +113,7 @@ class LazyTensor(Tensor):
 
     @classmethod
     def _make(cls, buf: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
-        raise CaptureError("internal: a view of a lazy tensor was made outside teenygrad.lazy_ops (a missing hook)")
+        raise CaptureError("internal: a view of a lazy tensor was made outside compiler.capture.ops (a missing hook)")
 
     def _narrow(self, axis: int, start: int, length: int) -> LazyTensor:
         spec = [(0, n, 1) for n in self.shape]

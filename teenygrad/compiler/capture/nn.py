@@ -18,10 +18,11 @@ import math
 
 import numpy as np
 
-from teenygrad import autograd, ir, optim
+from teenygrad import autograd, optim
+from teenygrad.compiler import ir
+from teenygrad.compiler.capture.lazy import CaptureError, bcast, binop, c, cast, current, node_of, wrap
+from teenygrad.compiler.capture.ops import _onehot, index_tensor
 from teenygrad.kernels.layout import normalize_axis
-from teenygrad.lazy import CaptureError, bcast, binop, c, cast, current, node_of, wrap
-from teenygrad.lazy_ops import _onehot, index_tensor
 from teenygrad.ops.buffers import as_float
 from teenygrad.tensor import Tensor, int64
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from teenygrad.ir import Node
-from teenygrad.passes import ELEMENTWISE, View
+from teenygrad.compiler.ir import Node
+from teenygrad.compiler.passes import ELEMENTWISE, View
 
 ZERO, NEG_INF = "zero", "-inf"
 # matmul_tiled_into's modes: 1 when out[i, j] is wanted only for j <= i (S = q k^T, dP = g v^T: the rest is set to 0);

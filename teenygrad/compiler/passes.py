@@ -29,9 +29,9 @@ from typing import Callable
 
 import numpy as np
 
-from teenygrad import ir
+from teenygrad.compiler import ir
+from teenygrad.compiler.ir import Node
 from teenygrad.edition import exercise
-from teenygrad.ir import Node
 from teenygrad.kernels.layout import contiguous_strides, view_strides
 
 ELEMENTWISE = (*ir.UNARY, *ir.BINARY, *ir.TERNARY)
@@ -195,7 +195,7 @@ def transpose_products(graph: Graph) -> Graph:
     """A batched product read only transposed (its last two axes swapped back) is computed transposed:
     (A B)^T = B^T A^T. Attention's key gradient is such a product, dk^T = q^T dS, read as dk: computed as
     dk = dS^T q it is written in the layout its reader wants, and, dS being causal (zero above the diagonal), it
-    may skip dS's zeros as dv = P^T g does (`teenygrad.triangles`). Plain 2-d products (weights' gradients)
+    may skip dS's zeros as dv = P^T g does (`schedule/triangles.py`). Plain 2-d products (weights' gradients)
     are left alone: swapping their operands changes how the tuned kernel cuts them."""
     readers, roots = ir.readers(graph.nodes()), {id(n) for n in graph.roots}
 

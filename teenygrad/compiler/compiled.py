@@ -3,8 +3,8 @@
     step = tg.compile(train_step)          # train_step(x, y): forward, loss.backward(), opt.step(), opt.zero_grad()
     loss = step(x, y)                      # the first call traces; later calls with the same signature reuse it
 
-The first call runs the function on lazy tensors (`teenygrad.lazy`): every op, the backward pass (chapter 6's
-engine, on the same rules) and the optimizer's update become one graph of `teenygrad.ir` primitives, its in-place
+The first call runs the function on lazy tensors (`capture/lazy.py`): every op, the backward pass (chapter 6's
+engine, on the same rules) and the optimizer's update become one graph of `ir.py`'s primitives, its in-place
 updates `assign`s. The back end compiles that graph into a `Program`; each call then only fills the program's
 buffers (the arguments, the parameters' memory, Adam's m and v, the learning rate) and runs it.
 
@@ -36,9 +36,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from teenygrad import autograd, ir, lazy, lazy_nn, lazy_ops, lazy_views, tracing
+from teenygrad import autograd, tracing
+from teenygrad.compiler import ir
+from teenygrad.compiler.capture import lazy
+from teenygrad.compiler.capture import nn as lazy_nn
+from teenygrad.compiler.capture import ops as lazy_ops
+from teenygrad.compiler.capture import views as lazy_views
+from teenygrad.compiler.capture.lazy import CaptureError, EscapedTensor, LazyTensor, Trace, array_of, whole, wrap
 from teenygrad.kernels.layout import contiguous_strides
-from teenygrad.lazy import CaptureError, EscapedTensor, LazyTensor, Trace, array_of, whole, wrap
 from teenygrad.tensor import Tensor
 
 __all__ = ["compile", "Compiled", "CaptureError", "ReferenceProgram", "compile_graph"]
@@ -94,12 +99,12 @@ def _check_backend(backend: str) -> str:
 
 def compile_graph(outputs: list[ir.Node], effects: list[ir.Node], backend: str = "numba") -> Any:
     """The one place the front end meets the back end: a graph in, a `Program` out. `backend="numba"` compiles it
-    (`teenygrad.backend`: passes, fusion, generated numba kernels); `"reference"` runs it op by op in numpy;
+    (`teenygrad.compiler.backend`: passes, fusion, generated numba kernels); `"reference"` runs it op by op in numpy;
     `"passes"` runs op by op the graph the rewriting passes make of it (constant folding, dead code, CSE), to test
     those passes apart from fusion and code generation."""
     if _check_backend(backend) == "reference":
         return ReferenceProgram(outputs, effects)
-    from teenygrad import backend as numba_backend  # imported on first use: `import teenygrad` stays light
+    from teenygrad.compiler import backend as numba_backend  # imported on first use: `import teenygrad` stays light
     if backend == "passes":
         graph = numba_backend.rewrite(outputs, effects)
         return ReferenceProgram(graph.outputs, graph.effects)

@@ -32,12 +32,9 @@ from typing import Callable, Sequence
 import numba
 import numpy as np
 
-from teenygrad import ir
-from teenygrad.codegen import slot_name
-from teenygrad.codegen_program import generate
-from teenygrad.kernels.jit import JIT_ENABLED
-from teenygrad.kernels.parallel_for import address_of, parallel_for
-from teenygrad.passes import (
+from teenygrad.compiler import ir
+from teenygrad.compiler.codegen import generate, slot_name
+from teenygrad.compiler.passes import (
     Graph,
     eliminate_common,
     eliminate_dead,
@@ -46,7 +43,9 @@ from teenygrad.passes import (
     merge_cats,
     transpose_products,
 )
-from teenygrad.schedule import Schedule, kernel_cost, schedule, tree
+from teenygrad.compiler.schedule import Schedule, kernel_cost, schedule, tree
+from teenygrad.kernels.jit import JIT_ENABLED
+from teenygrad.kernels.parallel_for import address_of, parallel_for
 
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fold_constants", fold_constants),
@@ -102,7 +101,7 @@ def _load(source: str) -> tuple[object, Path]:
 _WORKER = """
 import importlib.util, json, sys
 import numba, numpy as np
-from teenygrad.backend import compile_jobs
+from teenygrad.compiler.backend import compile_jobs
 name, path, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 spec = importlib.util.spec_from_file_location(name, path)
 module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,143 @@
+"""The package's shape, read from its imports (nothing is run): the compiler is one package reached through its
+`__init__`; the only import loop is Tensor <-> the op layer; no module imports another module's underscore names.
+
+Imports inside functions count (a loop through a lazy import is still a loop); imports only a type checker reads
+(`if TYPE_CHECKING:`) do not. Each check is also run on a small made-up package that breaks it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGES = ("teenygrad", "autograder")
+# teenygrad's one loop (ops/__init__ says why): tensor.py imports the op families at its end, they import Tensor
+ALLOWED_LOOP = "teenygrad.tensor"
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(root: Path, packages=PACKAGES) -> dict[str, list[tuple[str, str | None, ast.AST]]]:
+    """module -> [(imported module, the name taken from it or None, the node)], for modules of `packages`."""
+    paths = {module_name(root, p): p for pkg in packages for p in (root / pkg).rglob("*.py")}
+    out: dict[str, list[tuple[str, str | None, ast.AST]]] = {}
+    for mod, path in paths.items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                node.body = []
+        found = out.setdefault(mod, [])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [(a.name, None, node) for a in node.names if a.name in paths]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        pkg = pkg.rpartition(".")[0]
+                    base = f"{pkg}.{base}" if base else pkg
+                for a in node.names:
+                    if f"{base}.{a.name}" in paths:
+                        found.append((f"{base}.{a.name}", None, node))
+                    elif base in paths:
+                        found.append((base, a.name, node))
+    return out
+
+
+def loops(graph: dict[str, list[tuple[str, str | None, ast.AST]]]) -> list[list[str]]:
+    """The import loops: strongly connected components of more than one module (Tarjan's algorithm)."""
+    edges = {m: sorted({t for t, _, _ in found}) for m, found in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, []):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def private_uses(root: Path, graph) -> list[str]:
+    """`from m import _name`, and `m._name` where m names another module of the packages."""
+    bad = []
+    for mod, found in graph.items():
+        for target, name, _ in found:
+            if name and name.startswith("_") and not name.startswith("__") and target != mod:
+                bad.append(f"{mod}: from {target} import {name}")
+        bound = {}  # local names bound to a module of the packages
+        for target, name, node in found:
+            if name is None:
+                alias = next((a for a in node.names if target.endswith(a.name)), None)
+                if alias is not None:
+                    bound[alias.asname or alias.name.split(".")[0] if isinstance(node, ast.Import) else
+                          alias.asname or alias.name] = target
+        path = next(p for p in [root / (mod.replace(".", "/") + ".py"), root / mod.replace(".", "/") / "__init__.py"]
+                    if p.exists())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
+                    and node.attr.startswith("_") and not node.attr.startswith("__"):
+                bad.append(f"{mod}: {node.value.id}.{node.attr}")
+    return bad
+
+
+def into_compiler(graph) -> list[str]:
+    return [f"{mod} imports {target}" for mod, found in graph.items() for target, _, _ in found
+            if not mod.startswith("teenygrad.compiler") and target.startswith("teenygrad.compiler.")]
+
+
+def test_the_compiler_is_reached_only_through_its_init():
+    graph = imports(REPO)
+    assert "teenygrad.compiler.schedule.fusion" in graph  # (it is a package, and its modules are read)
+    assert into_compiler(graph) == []
+
+
+def test_the_only_import_loop_is_tensor_and_the_op_layer():
+    found = loops(imports(REPO))
+    assert len(found) <= 1, found
+    assert all(ALLOWED_LOOP in comp and all(m == ALLOWED_LOOP or m.startswith("teenygrad.ops.") for m in comp)
+               for comp in found), found
+
+
+def test_no_module_imports_another_modules_underscore_names():
+    assert private_uses(REPO, imports(REPO)) == []
+
+
+def test_the_checks_catch_what_they_look_for(tmp_path):
+    files = {
+        "teenygrad/__init__.py": "from teenygrad import a\n",
+        "teenygrad/a.py": "def f():\n    from teenygrad.b import g\n",                # a lazy import: still a loop
+        "teenygrad/b.py": "from teenygrad import a\nfrom teenygrad.c import _hidden\ng = a.f\n",
+        "teenygrad/c.py": "from teenygrad import d\n_hidden = 1\nx = d._private\n",
+        "teenygrad/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from teenygrad import e\n",
+        "teenygrad/e.py": "from teenygrad import d\nfrom teenygrad.compiler.ir import Node\n",
+        "teenygrad/compiler/__init__.py": "", "teenygrad/compiler/ir.py": "Node = object\n",
+        "autograder/__init__.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = imports(tmp_path)
+    assert loops(graph) == [["teenygrad.a", "teenygrad.b"]]  # d <-> e is only for the type checker
+    assert sorted(private_uses(tmp_path, graph)) == ["teenygrad.b: from teenygrad.c import _hidden",
+                                                     "teenygrad.c: d._private"]
+    assert into_compiler(graph) == ["teenygrad.e imports teenygrad.compiler.ir"]
