@@ -3,18 +3,21 @@
 Importing it changes nothing in your process (no environment variable, no allocator setting); for training
 speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's modules:
 
-    1  datasets, regression                   the book's data sets, with their credits; fitting a linear model
-    2  tensor, tensor_views, ops              the Tensor, its views, and the op layer that runs every op
-    3  kernels                                numba kernels and their registry (`kernels.use`, `kernels.kernel`)
-    4  classification, preprocessing         one-hot labels, accuracy, bag of words, feature scaling
-    5  value, value_nn, tape, tape_fuse       autograd on scalars, and compiling it to a tape
-    6  autograd, gradcheck                    autograd on tensors: the engine (rules live in `ops`)
-    7  nn, nn_init, functional, optim         layers, initialisation, optimizers
-    8  text                                   characters as tokens, sampling
-    9  gpt, value_gpt, tuning                 the GPT, fused ops (`ops.fused`), process settings for speed
-    10 compiler (a package), tracing       `compile`: a step traced into a graph of primitives, passes, fused
-                                           kernels, generated numba code (`compiler/__init__` draws the pipeline)
-    *  edition                                which functions the exercises ask for; the learner's pieces
+    1  datasets, regression                 the book's data sets, with their credits; fitting a linear model
+    2  tensor, tensor_views, ops            the Tensor, its views, and the op layer that runs every op
+    3  kernels                              numba kernels and their registry (`kernels.use`, `kernels.kernel`)
+    4  classification, preprocessing        one-hot labels, accuracy, bag of words, feature scaling
+    5  value, value_nn, tape, tape_fuse     autograd on scalars, and compiling it to a tape
+    6  autograd, gradcheck                  autograd on tensors: the engine (rules live in `ops`)
+    7  nn, nn_init, functional, optim       layers, initialisation, optimizers
+    8  text                                 characters as tokens, sampling
+    9  gpt, value_gpt, tuning               the GPT, fused ops (`ops.fused`), process settings for speed
+    10 compiler/, tracing                   `compile`: a step captured as a graph of primitives, rewritten,
+                                            fused and generated as numba code (`compiler/__init__` draws the
+                                            pipeline); `tracing`, the flag the op layer reads, stays outside
+    *  edition, grading, _swap, old_paths   the exercises' pieces and the learner's; the hidden tests' `report`;
+                                            swapping a table's entries for a block; module paths from before
+                                            the compiler was one package (a learner's older mine/ files)
 """
 import os as _os
 

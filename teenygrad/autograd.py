@@ -1,6 +1,6 @@
 """Reverse-mode automatic differentiation on tensors (chapter 6): the engine. It records the graph as the
 forward runs and walks it backward; the rules it calls, one per op, live beside each op's forward in
-`teenygrad.ops`, which fills this module's table `RULES`.
+`teenygrad.ops` (the table `teenygrad.ops.RULES`).
 
 The graph is recorded as the forward runs. Every op that has an input with `requires_grad=True` gives its
 output a `Node` (its `ctx`, also `tensor.grad_fn`): the op's name, its inputs, and whatever the op saved
@@ -152,15 +152,18 @@ def set_requires_grad(t: Tensor, value: bool) -> Tensor:
 
 # ---- the rules -------------------------------------------------------------------------------------------
 
-# op name -> rule. The engine owns the table and the op layer fills it as it is imported (`teenygrad.ops`, each
-# family's rules beside its forwards): the engine never imports the op layer, so the two make no import loop.
-RULES: dict[str, Rule] = {}
+def _rules() -> dict[str, Rule]:
+    """The rule table, `teenygrad.ops.RULES` (each op family's rules next to its forward). The op layer
+    records into this engine, so it imports this module; the engine reads the table only when backward runs,
+    which keeps the import graph free of loops."""
+    from teenygrad.ops import RULES
+    return RULES
 
 
 def use_rules(**swaps: Rule) -> ContextManager[None]:
     """Run a block with some backward rules replaced: `with use_rules(add=my_add): loss.backward()`.
     The old rules come back when the block ends, also when it raises."""
-    return swapped(RULES, "op", **swaps)
+    return swapped(_rules(), "op", **swaps)
 
 
 # ---- the backward pass ----------------------------------------------------------------------------------
@@ -184,7 +187,7 @@ def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
     global grad_enabled
     prev, grad_enabled = grad_enabled, False
     try:
-        _run(root, grad, RULES)
+        _run(root, grad, _rules())
     finally:
         grad_enabled = prev
 

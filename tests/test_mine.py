@@ -225,7 +225,7 @@ OLD_MINE_RUN = """
 import json, numpy as np, teenygrad as tg
 rows = tg.edition.table()
 tg.manual_seed(0)
-w = tg.randn(6, 3, requires_grad=True)
+w = tg.randn(6, 3)
 def step(x):
     h = (x @ w) * 1.0 + 0.0        # constants the learner's fold_constants folds, a product twice for their cse
     return (h.exp() + (x @ w).exp()).sum(axis=1)

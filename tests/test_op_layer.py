@@ -1,5 +1,6 @@
 """The op layer's shape: one kernel table and one rule table, each built in one place; no module edits another's
-tables when imported; the only import loop is Tensor <-> ops; importing teenygrad leaves the process alone;
+tables when imported (the only import loop, Tensor <-> ops: tests/test_structure.py); importing teenygrad leaves
+the process alone;
 every op, fused ones included, reaches its kernel through the table, so `kernels.use` can swap it."""
 from __future__ import annotations
 
@@ -26,65 +27,6 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-
-
-def top_level_imports(path: Path) -> set[str]:
-    """The teenygrad modules a module imports when it is imported (module-level statements only; imports
-    inside functions and under `if TYPE_CHECKING` run later or never)."""
-    out = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
-                    for a in node.names}
-    return {m for m in out if m in MODULES}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components of more than one module (Tarjan's algorithm)."""
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = set()
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.add(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(comp)
-
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return out
-
-
-def test_the_only_import_loop_is_tensor_and_ops():
-    # teenygrad/__init__.py gathers every chapter's modules: leave it out, or everything is one loop through it.
-    # (A package's __init__ importing its own submodules is no loop: they never import names from it.)
-    graph = {m: top_level_imports(p) - {"teenygrad"} for m, p in MODULES.items() if m != "teenygrad"}
-    loops = cycles(graph)
-    for loop in loops:
-        outside = sorted(m for m in loop if m != "teenygrad.tensor" and not m.startswith("teenygrad.ops"))
-        assert not outside, f"an import loop beyond Tensor <-> ops: {sorted(loop)}"
-    assert "teenygrad.dispatch" not in MODULES
-    assert top_level_imports(PACKAGE / "autograd.py") == {"teenygrad._swap"}, "the engine imports no ops or Tensor"
-    # the mutation check must be able to fail: a made-up loop is found
-    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]
 
 
 def _module_level_mutations(path: Path) -> list[str]:

@@ -12,8 +12,8 @@ A *launcher* checks its arguments (errors name the op and the shapes), picks the
 allocates it, lays the operands out as its kernel's calling convention says and calls the kernel through the
 table `teenygrad.kernels.KERNELS`, so `kernels.use` can swap any of them. When an input requires grad it
 records one node (`autograd.record`); the node's rule, found by op name in `RULES` when backward runs, turns
-dL/d(out) into dL/d(inputs). `RULES` is the engine's table (`autograd.RULES`, one dict), filled here, once, from
-the families' tables; `autograd.use_rules` swaps entries for a block.
+dL/d(out) into dL/d(inputs). `RULES` is assembled here, once, from the families' tables; `autograd.use_rules`
+swaps entries for a block.
 """
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ from typing import Callable
 
 # The Tensor first, whichever module asked for the op layer: the families import `Tensor`, and tensor.py imports
 # the families at its end, when Tensor is complete (teenygrad's one import loop, Tensor <-> ops).
-from teenygrad import autograd, tensor  # noqa: F401
+from teenygrad import tensor  # noqa: F401
 from teenygrad.ops import buffers, elementwise, fused, losses, matmul, movement, reductions
 
-RULES: dict[str, Callable] = autograd.RULES
-RULES.update({**elementwise.RULES, **reductions.RULES, **movement.RULES, **matmul.RULES, **losses.RULES,
-              **fused.RULES})
+RULES: dict[str, Callable] = {**elementwise.RULES, **reductions.RULES, **movement.RULES, **matmul.RULES,
+                              **losses.RULES, **fused.RULES}
 DEFAULT_RULES: dict[str, Callable] = dict(RULES)
 
 __all__ = ["RULES", "DEFAULT_RULES", "buffers", "elementwise", "reductions", "movement", "matmul", "losses", "fused"]
