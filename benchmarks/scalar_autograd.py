@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from teenygrad import tape as T  # noqa: E402
+from teenygrad import tape_fuse  # noqa: E402
 from teenygrad.datasets import load_digits  # noqa: E402
 from teenygrad.value import Value  # noqa: E402
 from teenygrad.value_nn import MLP, cross_entropy, sgd_step  # noqa: E402
@@ -64,8 +65,8 @@ def compile_tape(fuse: bool = False) -> tuple[T.Tape, float]:
     t0 = clock()
     model = MLP(64, SIZES, seed=SEED)
     xs, ts = [Value(0.0) for _ in range(64)], [Value(0.0) for _ in range(10)]
-    tape = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters(), fuse=fuse)
-    return tape, clock() - t0
+    tape = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters())
+    return (tape_fuse.fuse(tape) if fuse else tape), clock() - t0
 
 
 def tape_train(rows: np.ndarray, fuse: bool) -> Iterator[tuple[list[float], float]]:

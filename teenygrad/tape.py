@@ -212,8 +212,9 @@ def fit_kernel(opcode, a, b, arg, data, grad, runs, rows, n_params, lr, losses):
         sgd_kernel(data, grad, 0, n_params, lr)
 
 
-def _python(fn: Callable) -> Callable:
-    """The plain-Python function behind a numba kernel (the function itself when TEENYGRAD_JIT=0)."""
+def py_func(fn: Callable) -> Callable:
+    """The plain-Python function behind a numba kernel, numba's `py_func` (the function itself when TEENYGRAD_JIT=0):
+    what `python=True` runs, here and in teenygrad.tape_fuse."""
     return getattr(fn, "py_func", fn)
 
 
@@ -284,7 +285,7 @@ class Tape:
         if not (python or overrides):
             forward_runs(*args, self.runs)
             return self.loss
-        run = _python(forward_kernel) if python else forward_kernel
+        run = py_func(forward_kernel) if python else forward_kernel
         lo = self.n_leaves
         for i, fn in self._overridden(overrides, 0):  # the learner's nodes, in order
             run(*args, lo, i)  # the nodes before this one
@@ -302,7 +303,7 @@ class Tape:
         if not (python or overrides):
             backward_runs(*args, self.runs)
             return
-        run = _python(backward_kernel) if python else backward_kernel
+        run = py_func(backward_kernel) if python else backward_kernel
         hi = len(self)
         for i, fn in reversed(self._overridden(overrides, 1)):  # last first
             run(*args, i + 1, hi)  # the nodes after this one
@@ -378,12 +379,12 @@ def _by_depth(ops: list[Value]) -> list[Value]:
     return sorted(ops, key=lambda v: (depth[id(v)], OPCODES.get(v.op, -1)))  # and by opcode: long runs (forward_runs)
 
 
-def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = (), schedule: bool = True,
-            fuse: bool = False) -> Tape:
+def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = (), schedule: bool = True) -> Tape:
     """Compile the graph of `root` into a Tape. `inputs` are the leaves `set_inputs` feeds (in that order),
     `params` the leaves `sgd_step` updates; every other leaf becomes a constant. `schedule` orders the ops by
-    depth (faster, see `_by_depth`); False keeps `topological_order`'s order. `fuse` makes each chain of
-    multiply-adds one DOT node (teenygrad.tape_fuse)."""
+    depth (faster, see `_by_depth`); False keeps `topological_order`'s order. To make each chain of
+    multiply-adds one DOT node, fuse the result: `teenygrad.tape_fuse.fuse(compile(...))` (that module builds
+    on this one)."""
     order = topological_order(root)
     in_graph = {id(v) for v in order}
     roles: dict[int, str] = {}
@@ -422,8 +423,4 @@ def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] =
             arg[i] = v.arg
     if not ops:
         raise ValueError("the loss is a leaf: there is nothing to compile")
-    tape = Tape(nodes, opcode, a, b, arg, len(params), len(inputs), n_leaves)
-    if fuse:
-        from teenygrad.tape_fuse import fuse as fuse_chains  # it builds on this module
-        return fuse_chains(tape)
-    return tape
+    return Tape(nodes, opcode, a, b, arg, len(params), len(inputs), n_leaves)

@@ -33,7 +33,7 @@ input or constant of each product on the b side, and a DOT whose b operands are 
 (grad_b[d] = 0) skips them. So a fused tape's backward leaves the inputs' and constants' gradients at 0; the
 parameters and every op slot get theirs, as before.
 
-    tape = compile(loss, inputs=xs + ts, params=model.parameters(), fuse=True)   # or fuse(compile(...))
+    tape = fuse(compile(loss, inputs=xs + ts, params=model.parameters()))   # compile: teenygrad.tape
 
 A fused tape is a `Tape` (set_inputs, forward, backward, sgd_step, fit, slots, sync_values) with fewer slots;
 the nodes fused away have no slot (slots() does not find them, sync_values leaves them alone), and opcode
@@ -45,7 +45,7 @@ import numpy as np
 
 from teenygrad.edition import exercise
 from teenygrad.kernels.jit import kernel
-from teenygrad.tape import ADD, MUL, OP_NAMES, Tape, _python, backward_kernel, forward_kernel, sgd_kernel, zero_and_seed
+from teenygrad.tape import ADD, MUL, OP_NAMES, Tape, backward_kernel, forward_kernel, py_func, sgd_kernel, zero_and_seed
 
 DOT = len(OP_NAMES)  # the next free opcode: not a Value op, only fused tapes have it
 
@@ -164,7 +164,7 @@ def fit_fused(opcode, a, b, arg, data, grad, runs, dot_start, dot_a, dot_b, grad
 # --- the fused tape ---------------------------------------------------------------------------------------------
 
 class FusedTape(Tape):
-    """A Tape whose multiply-add chains are DOT nodes; build one with `fuse` (or `compile(..., fuse=True)`)."""
+    """A Tape whose multiply-add chains are DOT nodes; build one with `fuse(tape)`."""
 
     def __init__(self, nodes, opcode, a, b, arg, n_params, n_inputs, n_leaves, data, dot_start, dot_a, dot_b,
                  grad_b, contiguous):
@@ -193,9 +193,9 @@ class FusedTape(Tape):
             return self.loss
         for lo, hi in zip(self.runs[:-1].tolist(), self.runs[1:].tolist()):  # the same loop, in plain Python
             if self.opcode[lo] == DOT:
-                _python(dot_forward)(*args, *self._dots, lo, hi)
+                py_func(dot_forward)(*args, *self._dots, lo, hi)
             else:
-                _python(forward_kernel)(self.opcode, *args, lo, hi)
+                py_func(forward_kernel)(self.opcode, *args, lo, hi)
         return self.loss
 
     def backward(self, python: bool = False, overrides: dict | None = None, accumulate: bool = False) -> None:
@@ -208,16 +208,16 @@ class FusedTape(Tape):
             return
         for lo, hi in zip(self.runs[-2::-1].tolist(), self.runs[:0:-1].tolist()):
             if self.opcode[lo] == DOT:
-                _python(dot_backward)(*args, *self._dots, lo, hi)
+                py_func(dot_backward)(*args, *self._dots, lo, hi)
             else:
-                _python(backward_kernel)(self.opcode, *args, lo, hi)
+                py_func(backward_kernel)(self.opcode, *args, lo, hi)
         self.grad[self.n_params:self.n_leaves] = 0.0
 
     @staticmethod
     def _no_overrides(overrides: dict | None) -> None:
         if overrides:
             raise ValueError("a fused tape has DOT nodes where the MULs and ADDs were: override opcodes on the "
-                             "unfused tape (compile without fuse=True)")
+                             "unfused tape (the one compile returns, before fuse)")
 
     def fit(self, rows: np.ndarray, lr: float) -> np.ndarray:
         rows = self._rows(rows)

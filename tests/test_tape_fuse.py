@@ -4,6 +4,7 @@ random multiply-add graphs with reused nodes and random MLPs; it fuses exactly t
 like the unfused tape. No timing here: benchmarks/scalar_autograd.py measures the speed."""
 from __future__ import annotations
 
+import ast
 import os
 import random
 import subprocess
@@ -114,7 +115,7 @@ def test_fused_tape_matches_values_and_the_unfused_tape(seed):
 def test_python_interpreter_and_fit_match(seed):
     params, inputs, pool, root = random_graph(seed)
     assume(all(abs(v.data) < 1e3 for v in pool))
-    tape = T.compile(root, inputs=inputs, params=params, fuse=True)
+    tape = fuse(T.compile(root, inputs=inputs, params=params))
     loss = tape.forward()
     tape.backward()
     grads = tape.grad.copy()
@@ -122,7 +123,7 @@ def test_python_interpreter_and_fit_match(seed):
     assert tape.forward(python=True) == loss
     tape.backward(python=True)
     assert np.array_equal(tape.grad, grads)
-    twin = T.compile(root, inputs=inputs, params=params, fuse=True)
+    twin = fuse(T.compile(root, inputs=inputs, params=params))
     rows = np.random.default_rng(seed).uniform(-1, 1, size=(3, len(inputs)))
     losses = []
     for row in rows:
@@ -140,7 +141,7 @@ def test_what_is_fused_and_what_is_not():
     def dots(root):
         graph = {id(v) for v in topological_order(root)}
         inputs = [v for v in (x, y, z, w) if id(v) in graph]  # c stays a constant
-        tape = T.compile(root, inputs=inputs, fuse=True)
+        tape = fuse(T.compile(root, inputs=inputs))
         check_against_values(tape, root, [], inputs)
         is_dot = tape.opcode == DOT
         return tape, [int(tape.dot_start[d + 1] - tape.dot_start[d]) for d in tape.b[is_dot]], tape.arg[is_dot]
@@ -163,22 +164,22 @@ def test_what_is_fused_and_what_is_not():
     assert lengths == [1, 1, 1] and {id(s), id(t)} <= {id(v) for v in tape.nodes}
     weight = Value(0.9)  # pixel * weight: the product is turned round, so the gradient-free pixel is on the b side
     root = c + x * weight + y * weight
-    tape = T.compile(root, inputs=[x, y], params=[weight], fuse=True)
+    tape = fuse(T.compile(root, inputs=[x, y], params=[weight]))
     assert list(tape.dot_a) == [0, 0] and list(tape.dot_b) == [1, 2] and list(tape.grad_b) == [0]
     check_against_values(tape, root, [weight], [x, y])
     p0, p1, p2 = Value(0.2), Value(-0.6), Value(0.8)
     root = c + p0 * p1 + p1 * p2  # operands in consecutive slots on both sides (0, 1 and 1, 2), overlapping
-    tape = T.compile(root, params=[p0, p1, p2], fuse=True)
+    tape = fuse(T.compile(root, params=[p0, p1, p2]))
     assert list(tape.contiguous) == [1] and list(tape.grad_b) == [1]
     check_against_values(tape, root, [p0, p1, p2], [])
     p0, p1, p2 = Value(0.2), Value(-0.6), Value(0.8)  # fresh leaves: a Value leaf accumulates its grad
     root = c + p0 * p1 + p2 * p1  # not consecutive on the b side
-    tape = T.compile(root, params=[p0, p1, p2], fuse=True)
+    tape = fuse(T.compile(root, params=[p0, p1, p2]))
     assert list(tape.contiguous) == [0]
     check_against_values(tape, root, [p0, p1, p2], [])
     yz = y * z
     with pytest.raises(ValueError, match="not on this tape"):  # fused away
-        T.compile(x + yz + w * w, inputs=[x, y, z, w], fuse=True).slots([yz])
+        fuse(T.compile(x + yz + w * w, inputs=[x, y, z, w])).slots([yz])
 
 
 def digits_like(nin, sizes, act, seed):
@@ -193,7 +194,7 @@ def digits_like(nin, sizes, act, seed):
 def test_fused_mlp_trains_like_values(nin, hidden, act, seed):
     sizes = [*hidden, 3]
     model, xs, ts, loss = digits_like(nin, sizes, act, seed)
-    tape = T.compile(loss, inputs=xs + ts, params=model.parameters(), fuse=True)
+    tape = fuse(T.compile(loss, inputs=xs + ts, params=model.parameters()))
     n_neurons = sum(sizes)
     assert (tape.opcode == DOT).sum() == n_neurons + 1  # one DOT per neuron, and the one-hot pick
     assert len(tape.dot_a) == sum(a * b for a, b in zip([nin, *sizes], sizes)) + sizes[-1]
@@ -247,12 +248,13 @@ def test_fused_tape_without_jit_in_a_subprocess():
 import numpy as np
 from teenygrad import tape as T
 from teenygrad.kernels import jit as _jit
+from teenygrad.tape_fuse import fuse
 from teenygrad.value import Value
 from teenygrad.value_nn import MLP, cross_entropy
 assert not _jit.JIT_ENABLED
 model = MLP(3, [4, 3], seed=2)
 xs, ts = [Value(0.0) for _ in range(3)], [Value(0.0) for _ in range(3)]
-tape = T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters(), fuse=True)
+tape = fuse(T.compile(cross_entropy(model(xs), ts), inputs=xs + ts, params=model.parameters()))
 x = [0.5, -1.0, 2.0]
 tape.set_inputs(x + [0.0, 1.0, 0.0])
 loss = tape.forward(); tape.backward()
@@ -267,3 +269,20 @@ print("ok", loss)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok ")
+
+
+def imported(module: str) -> set[str]:
+    """Every module a teenygrad module imports, anywhere in it (a lazy import inside a function too)."""
+    names = set()
+    for node in ast.walk(ast.parse((REPO / "teenygrad" / f"{module}.py").read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:  # `from teenygrad import tape_fuse` names it too
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_the_fusion_pass_builds_on_the_tape_and_not_the_other_way():
+    """A chain, not a loop: tape_fuse imports tape; tape never imports tape_fuse (a caller fuses: fuse(compile(...)))."""
+    assert "teenygrad.tape" in imported("tape_fuse")
+    assert not {m for m in imported("tape") if m.endswith("tape_fuse")}
