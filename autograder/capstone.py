@@ -59,7 +59,7 @@ class Form:
 
 
 FORMS = {
-    # chapter 9's figures (tests/test_chapter9.py FULL_NAMES_LOSS, FULL_VAL_LOSS; the book build measures them)
+    # chapter 9's figures (tests/test_ch09_gpt.py FULL_NAMES_LOSS, FULL_VAL_LOSS; the book build measures them)
     "full": Form(names_steps=1000, shakespeare_steps=2000, warmup=100, val_batches=50,
                  names_loss=2.436, shakespeare_loss=1.745, tolerance=0.05, wall_seconds=3600),
     # measured with the book's pieces by this command (tests/test_capstone.py checks it still holds)

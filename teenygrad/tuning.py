@@ -15,7 +15,7 @@ Importing teenygrad changes nothing in your process; `tune()` changes two things
   arrays, many over a megabyte). glibc serves big requests with fresh pages from the kernel and returns them
   on free, so every step pays again for the first touch of each page: ~2,700 page faults and ~7 ms of system
   time per step of chapter 9's GPT. Raising the thresholds keeps up to 512 MiB of freed memory in the
-  process (requests over 64 MiB still get their own pages) and the faults drop to ~0 (tests/test_memory.py).
+  process (requests over 64 MiB still get their own pages) and the faults drop to ~0 (tests/test_ch09_tuning.py).
 
 A value you set yourself (GOMP_SPINCOUNT, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ in the environment)
 always wins.

@@ -4,6 +4,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -138,12 +139,20 @@ def book_build() -> subprocess.CompletedProcess:
         return proc
 
 
+CHAPTER_FILE = re.compile(r"test_ch(\d\d)_\w+\.py$")  # tests/test_chNN_subject.py: chapter NN's tests
+
+
 def pytest_collection_modifyitems(config, items):
-    """Start the book build first and run the other tests beside it (the build is the longest thing the suite
+    """Mark each chapter's tests `chN` (from its file's name: `pytest -m ch10` runs chapter 10's). Then start the
+    book build first and run the other tests beside it (the build is the longest thing the suite
     does: it executes every chapter). The first file that needs the book goes first, its book tests at its
     head, so one worker starts building at once; every other file needing the book goes last, when the build
     is done, so no worker sits waiting for it. (pyproject's --no-loadscope-reorder keeps this order under
     xdist, which otherwise orders files by their number of tests.)"""
+    for item in items:
+        if match := CHAPTER_FILE.search(item.nodeid.split("::")[0]):
+            item.add_marker(f"ch{int(match.group(1))}")
+
     def file_of(item):
         return item.nodeid.split("::")[0]
     book_files = list(dict.fromkeys(file_of(i) for i in items if "book_build" in getattr(i, "fixturenames", ())))

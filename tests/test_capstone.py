@@ -1,6 +1,6 @@
 """The capstone (autograder/capstone.py): chapter 9's GPTs trained on the learner's pieces, graded by the grader's
 own numpy forward pass. The quick form runs here (two runs of about 30 s); the full form is
-`make capstone` (its figures are chapter 9's, which the book build checks: tests/test_chapter9.py)."""
+`make capstone` (its figures are chapter 9's, which the book build checks: tests/test_ch09_gpt.py)."""
 from __future__ import annotations
 
 import json
@@ -58,7 +58,7 @@ def test_parameters_that_are_not_the_gpts_are_refused():
 
 
 def test_the_full_forms_figures_are_chapter_9s():
-    from test_chapter9 import FULL_NAMES_LOSS, FULL_VAL_LOSS
+    from test_ch09_gpt import FULL_NAMES_LOSS, FULL_VAL_LOSS
 
     assert FULL.names_loss == pytest.approx(FULL_NAMES_LOSS, abs=0.005)
     assert FULL.shakespeare_loss == pytest.approx(FULL_VAL_LOSS, abs=0.005)

@@ -49,8 +49,8 @@ ALLOWED: dict[str, dict[str, str]] = {
         "0.08": "sqrt(64) x 0.01, the arithmetic of the sentence",
         "0.06": "1 - tanh(0.97 x ...)^2: the slope of tanh beyond +-0.97, from its formula",
         "360": "the size of the test split: 20% of 1,797 digits",
-        "98": "the chapter's goal, asserted against the build in tests/test_chapter7.py",
-        "96.4": "chapter 6's glued test accuracy, recomputed and asserted to be 96.4% in tests/test_chapter6.py",
+        "98": "the chapter's goal, asserted against the build in tests/test_ch07_neural_nets.py",
+        "96.4": "chapter 6's glued test accuracy, recomputed and asserted to be 96.4% in tests/test_ch06_tensor_autograd.py",
         "0": "the loss a sanity check must reach when memorising a few images: a target, not a measurement",
     },
     "08-language-models": {
@@ -71,7 +71,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "10-compiler": {
         "1.9": "the bound on the validation loss chapter 9 and issue 13 set for this recipe: a target, asserted "
-               "against the build in tests/test_chapter10.py",
+               "against the build in tests/test_ch10_compiler.py",
     },
 }
 

@@ -162,3 +162,19 @@ def test_teenygrads_init_lists_every_module_by_chapter():
     modules = {p.stem if p.is_file() else p.name for p in (REPO / "teenygrad").iterdir()
                if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.name not in ("__init__.py", "__main__.py")}
     assert "compiler" in modules and not modules - listed, f"not in teenygrad/__init__'s table: {modules - listed}"
+
+
+def test_tests_are_named_by_chapter_or_subject_and_marked_by_chapter():
+    import re
+    import subprocess
+    import sys
+
+    names = sorted(p.name for p in (REPO / "tests").glob("test_*.py"))
+    assert not [n for n in names if re.match(r"test_chapter|test_ch\d(?!\d)", n)], names  # one scheme: test_chNN_
+    chapters = {n for n in names if re.match(r"test_ch\d\d_[a-z0-9_]+\.py$", n)}
+    assert {int(n[7:9]) for n in chapters} == set(range(1, 11))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p",
+                           "no:cacheprovider", "-m", "ch10", "tests"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    files = {line.split("::")[0].removeprefix("tests/") for line in proc.stdout.splitlines() if "::" in line}
+    assert files == {n for n in chapters if n.startswith("test_ch10_")}, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -34,7 +34,7 @@ FLOAT32 = Part(cases=lambda rng: [], rtol=1e-4, atol=1e-5)
 
 
 # The training runs a case draws from. Each one, run with the book's rules, starts at least 0.05 inside the start
-# band and ends at least 0.1 below TRAIN_HIGH (tests/test_chapter9.py runs them all). Any seed up to 1000 was not
+# band and ends at least 0.1 below TRAIN_HIGH (tests/test_ch09_gpt.py runs them all). Any seed up to 1000 was not
 # safe: the RMSNorm model's first loss was 3.646 for seed 117, above START_HIGH, whatever the learner's rule.
 TRAINING_SEEDS = range(1, 33)
 

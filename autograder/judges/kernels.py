@@ -5,7 +5,7 @@ install them and run *teenygrad itself* on top of them:
 
 * `sum_rows`, the `sum` kernel (`KERNELS["sum"]`): teenygrad's `t.sum(...)` on strided views of each case
   (a step slice, a transpose, a flip, an empty axis); the reference is numpy on the same views (`SUM_VIEWS`
-  spells them out once for both sides, and tests/test_chapter3.py checks the hidden cell builds them).
+  spells them out once for both sides, and tests/test_ch03_kernels.py checks the hidden cell builds them).
 
 * `matmul_blocked`, the launcher of the cache-blocked matrix multiply, is checked to be *blocked*, not only
   right. Its hidden test installs a tile kernel of the grader's in place of `blocked.matmul_tile` that records
@@ -21,7 +21,7 @@ install them and run *teenygrad itself* on top of them:
   compares the tile with that order *bit for bit* (computed here in numpy, one k at a time) and checks that
   nothing outside the tile changed. A numpy `a @ b` (BLAS: other summation order, fused multiply-adds) or a
   wider accumulator differs in the last bits and is caught; LLVM does not reassociate or fuse a numba loop
-  without fastmath, so an honest loop matches exactly (tests/test_chapter3.py checks teenygrad's own).
+  without fastmath, so an honest loop matches exactly (tests/test_ch03_kernels.py checks teenygrad's own).
   Its speed is timed by the grader (`autograder/speed.py`), never in the learner's process, whose clock could
   be faked: the harness runs the notebook's setup cell and this part's solution cell in a sandbox of their own
   and times `tile_product` (the setup cell's helper: the learner's tile kernel over the whole matrix) on fresh

@@ -29,7 +29,7 @@ GAINS = {"relu": math.sqrt(2.0), "tanh": 5.0 / 3.0, "linear": 1.0, "sigmoid": 1.
 
 
 # The blob problems a training case draws from. Each one's reference run ends below TRAINING_LOSS / 5 with both
-# optimizers (tests/test_chapter7.py runs them all). A seed drawn from all of 0..10**6 could be a problem too
+# optimizers (tests/test_ch07_neural_nets.py runs them all). A seed drawn from all of 0..10**6 could be a problem too
 # hard for 100 steps: CI once graded the book's own update 0 for a run that ended at 0.121.
 TRAINING_SEEDS = range(1, 33)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_value import ALL_OPS, build, leaf_values, programs, sane
+from test_ch05_value import ALL_OPS, build, leaf_values, programs, sane
 
 from teenygrad import tape as T
 from teenygrad.datasets import load_digits

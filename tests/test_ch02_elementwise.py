@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from test_tensor_views import FAST, FLOATS, check, laid_out, random_array, tensors
+from test_ch02_views import FAST, FLOATS, check, laid_out, random_array, tensors
 
 import teenygrad as tg
 from teenygrad import Tensor

@@ -1,5 +1,5 @@
 """Chapter 10 (the compiler): every figure its prose states is glued by its code, and the book build's figures
-hold what the prose says about them. The compiler itself is tested in test_capture.py and test_codegen.py."""
+hold what the prose says about them. The compiler itself is tested in test_ch10_capture.py and test_ch10_codegen.py."""
 from __future__ import annotations
 
 import re

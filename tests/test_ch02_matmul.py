@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_tensor_views import FAST, FLOATS, check, laid_out, random_array
+from test_ch02_views import FAST, FLOATS, check, laid_out, random_array
 
 import teenygrad as tg
 from teenygrad import Tensor

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from teenygrad.value import RULES, Value, check_topological, gradient_check, topological_order, use_op
 from teenygrad.value_nn import MLP, cross_entropy, sgd_step
 
-# --- random expressions (shared with test_tape.py) ----------------------------------------------------------
+# --- random expressions (shared with test_ch05_tape.py) ----------------------------------------------------------
 # Each op is applied to nodes drawn from a pool that grows as the program runs, so nodes get reused; the
 # root sums the whole pool, so every node has several parents (diamonds everywhere). Wrappers keep log's
 # and div's operands positive; Python numbers appear on both sides of the binary operators.

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_tensor_views import FAST, FLOATS, check, random_array, tensors
+from test_ch02_views import FAST, FLOATS, check, random_array, tensors
 
 import teenygrad as tg
 from teenygrad import Tensor

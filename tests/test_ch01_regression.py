@@ -18,7 +18,7 @@ from teenygrad import preprocessing, regression
 from teenygrad.datasets import load_housing
 from teenygrad.grading import GRADING_DIR_ENV, report
 
-from conftest import solution_cells
+from conftest import book_figures, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "01-regression.ipynb"
@@ -314,3 +314,33 @@ def test_figures_stated_in_the_prose():
         w = w - 0.1 * 2 / len(y) * A_all.T @ (A_all @ w - y)
         gaps.append(np.mean((A_all @ w - y) ** 2) - best)
     assert gaps[150] > 1e-6 and abs(gaps[190]) < 1e-6
+
+
+def test_chapter_figures_from_the_build(book_build):
+    """The figures chapter 1 states: test RMSE and R^2 of each model (80/20 split, seed 0)."""
+    fig = book_figures("01-regression")
+    assert fig["ch1_test_rmse_all"] == pytest.approx(15_150, rel=0.02)  # "about 15,000 dollars"
+    assert fig["ch1_test_r2_all"] == pytest.approx(0.734, abs=0.02)  # "about three quarters"
+    assert fig["ch1_test_rmse_lotsize"] == pytest.approx(22_600, rel=0.02)
+    assert fig["ch1_test_r2_lotsize"] == pytest.approx(0.41, abs=0.02)
+    assert fig["ch1_test_rmse_mean"] == pytest.approx(29_800, rel=0.02)
+    for name, value in _recomputed_figures().items():  # and an independent recomputation agrees exactly
+        assert fig[name] == pytest.approx(value, rel=1e-9), name
+
+
+def test_chapter_fits_on_all_houses_from_the_build(book_build):
+    """The figures of chapter 1's fits on all 546 houses, recomputed with numpy's lstsq."""
+    fig = book_figures("01-regression")
+    X, y, _ = load_housing()
+    rmse = lambda A, w: float(np.sqrt(np.mean((A @ w - y) ** 2)))
+    ones = np.ones((len(y), 1))
+    A_lot, A_all = np.hstack([ones, X[:, :1]]), np.hstack([ones, (X - X.mean(0)) / X.std(0)])
+    w_lot, w_all = (np.linalg.lstsq(A, y, rcond=None)[0] for A in (A_lot, A_all))
+    expected = {"ch1_mean_price": y.mean(), "ch1_rmse_guess": float(np.std(y)), "ch1_lot_intercept": w_lot[0],
+                "ch1_lot_slope": w_lot[1], "ch1_rmse_lot": rmse(A_lot, w_lot), "ch1_rmse_all_fit": rmse(A_all, w_all),
+                "ch1_best_loss": rmse(A_all, w_all) ** 2, "ch1_price_p10": np.percentile(y, 10),
+                "ch1_price_p90": np.percentile(y, 90), "ch1_n_train": 436}
+    for name, value in expected.items():
+        assert fig[name] == pytest.approx(value, rel=1e-6), name
+    assert 150 < fig["ch1_gd_floor_step"] < 200  # gradient descent reaches float64's floor within its 200 steps
+    assert fig["ch1_numpy_speedup"] > 1 and fig["ch1_numpy_speedup_big"] > 1  # timings: only that numpy won

@@ -18,9 +18,9 @@ from teenygrad import classification
 from teenygrad.datasets import load_digits, load_sentiment
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.preprocessing import standardize, train_test_split
-from tests.test_chapter1_pieces import REPO
+from tests.test_ch01_regression import REPO
 
-from conftest import notebook_namespace, replacing, run_hidden, solution_cells
+from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 CHAPTER = REPO / "chapters" / "04-classification.ipynb"
 SOLUTIONS = REPO / "solutions" / "04-classification.ipynb"
@@ -395,3 +395,13 @@ def test_digits_figures_independently_in_float64():
         P = np.exp(Z - Z.max(axis=1, keepdims=True))
         W -= 0.5 * Z_train.T @ (P / P.sum(axis=1, keepdims=True) - Y) / len(Y)
     assert abs(np.mean(np.argmax(Z_test @ W, axis=1) == d_test) - 350 / 360) <= 1.5 / 360
+
+
+def test_chapter_sentiment_sizes_from_the_build(book_build):
+    """The sentiment model's size and step bound that chapter 4 states, against an independent recomputation."""
+    fig = book_figures("04-classification")
+    _, _, _, X_train, _, y_train, _ = _sentiment_features()
+    assert (fig["ch4_sentiment_weights"], fig["ch4_sentiment_train_size"]) == (X_train.shape[1], len(y_train))
+    curvature = np.linalg.eigvalsh(X_train.T @ X_train / (4 * len(y_train)))[-1]  # power iteration's target
+    assert fig["ch4_sentiment_curvature"] == pytest.approx(curvature, rel=1e-3)
+    assert fig["ch4_sentiment_safe_lr"] == pytest.approx(2 / fig["ch4_sentiment_curvature"], rel=1e-9)

@@ -1,6 +1,6 @@
 """Tensor creation, conversion and views, checked against numpy (the oracle).
 
-Also home of the hypothesis strategies the other test_tensor_* files import: random arrays (sizes 0 and 1
+Also home of the hypothesis strategies the other test_ch02_* files import: random arrays (sizes 0 and 1
 included, float32 and float64) and the same values held in differently laid-out tensors (contiguous,
 transposed, strided, flipped with negative strides, broadcast with stride 0).
 """
