@@ -1,14 +1,9 @@
-"""Code generation, the whole program (chapter 10): the kernels that are not one loop over rows, and the module.
+"""The kernels that are not one loop over rows (chapter 10): matmuls, cats, and sums down columns.
 
-`loop.py` writes a loop kernel; here are the rest. A matmul is a
-call of chapter 3's tiled kernel on views of the flat arrays (`teenygrad.kernels.matmul_views`, compiled once for
-all shapes), its epilogue a loop kernel of its own. A cat stores each operand into its slice. A sum down the
-columns of (R, C) reads the rows as they lie in memory, into a row of accumulators per band of rows, added up by a
-second kernel. A plain Python function `run` calls the kernels in order. (It could be compiled too, making a step
-one call into machine code, but numba then links every kernel into it again: measured, a third more compile time
-for a few microseconds a kernel saved.) Kernels that differ only in the arrays they touch (a layer repeated) are
-generated once.
-"""
+A matmul is a call of chapter 3's tiled kernel on views of the flat arrays (`teenygrad.kernels.matmul_views`,
+compiled once for all shapes), its epilogue a loop kernel of its own. A cat stores each operand into its slice. A
+sum down the columns of (R, C) reads the rows as they lie in memory, into a row of accumulators per band of rows,
+added up by a second kernel (`combine_kernel`). Each writer returns a `Call`: how `run` calls it (`program.py`)."""
 from __future__ import annotations
 
 import numpy as np
