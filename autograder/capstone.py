@@ -5,7 +5,7 @@
 1. **The learner's pieces.** Every piece recorded in mine/ by `check` (autograder/mine.py), or, for an
    instructor (`--course DIR --learner ID`), every part that scored full marks in the learner's graded
    submissions, recorded the same way into a fresh folder.
-2. **The training, in the grading sandbox.** `capstone_run.py` runs in a sandbox like a graded notebook's
+2. **The training, in the grading sandbox.** `sandboxed/capstone_training.py` runs in a sandbox like a graded notebook's
    (the learner's pieces are untrusted code): it installs the pieces (`teenygrad.edition.load_mine`), then
    trains the names GPT and the Shakespeare GPT exactly as chapter 9 does, and hands back their trained
    parameters.
@@ -26,10 +26,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,12 +35,12 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from autograder import mine, sandbox, warm
-from autograder.autograde import Limits, _sandbox
+from autograder import caches, mine, sandbox
 from autograder.judges import capstone as judge
+from autograder.results import Result
+from autograder.sandbox import Limits
 from teenygrad import edition
 
-RUNNER = Path(__file__).with_name("capstone_run.py")
 POINTS = {"names": 4.0, "shakespeare": 4.0, "pieces": 2.0}
 
 
@@ -122,8 +120,6 @@ def recorded_parts(folder: Path) -> dict[tuple[str, str], str]:
 
 def mine_from_course(course_root: Path, learner: str, dest: Path) -> list[str]:
     """Record in `dest` every part that scored full marks in `learner`'s graded submissions; the lines saying what."""
-    from autograder.autograde import Result
-
     lines = []
     folders = sorted((course_root / "autograded" / learner).glob("[0-9][0-9]-*"))
     if not folders:
@@ -143,14 +139,6 @@ def mine_from_course(course_root: Path, learner: str, dest: Path) -> list[str]:
 
 # ---- the run in the sandbox ----------------------------------------------------------------------------------------
 
-def _chown(path: Path, uid: int) -> None:
-    if os.geteuid() == 0:
-        for dirpath, _dirs, files in os.walk(path):
-            os.chown(dirpath, uid, uid)
-            for f in files:
-                os.chown(os.path.join(dirpath, f), uid, uid)
-
-
 def _last_line(log: Path) -> str:
     try:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
@@ -168,41 +156,36 @@ def _load_npz(path: Path) -> dict[str, np.ndarray] | None:
 
 
 def train_in_sandbox(folder: Path, form: Form, log=print) -> tuple[dict, dict[str, dict], str, dict]:
-    """Run capstone_run.py on the pieces in `folder`, in a sandbox.
+    """Run sandboxed/capstone_training.py on the pieces in `folder`, in a sandbox.
 
     Returns (what the run reported, {"names"/"shakespeare": trained parameters}, why it stopped or "",
     the sandbox's status)."""
     limits = Limits(wall_seconds=form.wall_seconds, cell_seconds=form.wall_seconds)
-    cache = warm.numba_cache(log=log)
+    cache = caches.numba_cache(log=log)
     sandbox.private_mounts()  # the tmpfs work folder vanishes with this process
     with tempfile.TemporaryDirectory(prefix="teenygrad-capstone-") as tmp, contextlib.ExitStack() as mounts:
-        private = Path(tmp)
-        work, status_file = _sandbox(private, {}, limits, str(cache) if cache else None, name="capstone",
-                                     kernel=False)
-        mounts.callback(sandbox.unmount, work)
-        mounts.callback(sandbox.unmount, work / "grading")
-        spec = json.loads((status_file.parent / "spec.json").read_text())
-        shutil.copyfile(RUNNER, work / "capstone_run.py")
-        shutil.copyfile(judge.__file__, work / "judge_data.py")  # the chapter's data and configurations
+        box = sandbox.prepare(Path(tmp), {}, limits, str(cache) if cache else None, name="capstone", kernel=False)
+        mounts.callback(sandbox.unmount, box.work)
+        mounts.callback(sandbox.unmount, box.work / "grading")
+        work = box.work
         (work / "mine").mkdir()
         for path in sorted(folder.glob("[0-9][0-9]-*.py")) if folder.is_dir() else []:
             shutil.copyfile(path, work / "mine" / path.name)
+        sandbox.give_to(work / "mine", box.spec["uid"])
         config = {"mine": str(work / "mine"), "out": str(work / "out"), "names_steps": form.names_steps,
                   "shakespeare_steps": form.shakespeare_steps, "warmup": form.warmup}
-        (work / "config.json").write_text(json.dumps(config))
-        _chown(work, spec["uid"])
         log_file = work / ".capstone.log"
         with open(log_file, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "autograder.sandbox", str(status_file.parent / "spec.json"),
-                                     "--", sys.executable, str(work / "capstone_run.py"), str(work / "config.json")],
-                                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=work)
+            proc = sandbox.start_program(box, "capstone_training", config,
+                                         files={"judge_data.py": Path(judge.__file__)},  # the data and configs
+                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=work)
             try:
                 proc.wait(timeout=form.wall_seconds + 120)
             except subprocess.TimeoutExpired:  # the wrapper enforces the wall clock; this is its backstop
                 proc.terminate()
                 proc.wait()
-        sandbox.sweep(spec)
-        status = json.loads(status_file.read_text()) if status_file.exists() else {}
+        sandbox.sweep(box.spec)
+        status = box.status()
         why = ""
         if status.get("outcome") == "timeout":
             why = f"the training ran past the {form.wall_seconds} s limit and was stopped"

@@ -59,9 +59,9 @@ def cmd_check(args: argparse.Namespace) -> int:
                           f"(known: {', '.join(known)})")
     if args.assignment and found != args.assignment:
         raise BadNotebookError(f"{path}: this notebook is assignment {found}, not {args.assignment}")
-    from autograder import workers
+    from autograder import fork_server
 
-    workers.start()  # imports what the worker needs while this process imports what the grader needs
+    fork_server.start()  # imports what grading needs in the fork server while this process imports the rest
     from autograder import batch, collect, gradebook
 
     with tempfile.TemporaryDirectory(prefix="teenygrad-check-") as tmp:
@@ -163,11 +163,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from autograder import workers
+    from autograder import fork_server
 
-    workers.start()  # as in cmd_check
+    fork_server.start()  # as in cmd_check
     from autograder import batch
-    from autograder.autograde import Limits
+    from autograder.sandbox import Limits
 
     assignment = _known(args.assignment)
     root = Path(args.course)

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from autograder import course
-from autograder.autograde import Result
+from autograder.results import Result
 
 
 def db_url_for(root: Path, db_url: str | None) -> str:

@@ -1,4 +1,5 @@
-"""Run one learner's kernel in a sandbox: `python -m autograder.sandbox SPEC.json -- KERNEL COMMAND...`.
+"""The sandbox the learner's code runs in: `python -m autograder.sandbox SPEC.json -- COMMAND...` runs COMMAND
+(a notebook's kernel, or a program of `autograder/sandboxed/`) in one.
 
 nbgrader starts kernels from a kernelspec; the grader writes one whose argv goes through this module, so
 the process nbgrader sees as "the kernel" is this wrapper, and the learner's code runs in a child that:
@@ -14,10 +15,12 @@ the process nbgrader sees as "the kernel" is this wrapper, and the learner's cod
   memory (cgroup memory limit when available), and disk: the grader mounts its work folder as a tmpfs of
   `disk_bytes` (`mount_work`), so a write past that fails with "No space left on device".
 
-The wrapper itself stays outside: it enforces the wall-clock limit by killing the child's whole pid
-namespace (a numba loop ignores the kernel interrupt, so killing is the only sure stop), watches the work
-folder's disk space, and writes what happened to `status_file` for the grader. Without root it falls back
-to rlimits, a new session, the wall clock and a watched quota (the kernel is stopped once its work folder
+The grader prepares a sandbox (`prepare`: its spec, work folder and `Limits`) and starts a program in it
+(`start_program` for the programs in `autograder/sandboxed/`; nbgrader starts a notebook's kernel through the
+kernelspec `prepare` writes). The wrapper itself stays outside: it enforces the wall-clock limit by killing
+the child's whole pid namespace (a numba loop ignores the kernel interrupt, so killing is the only sure stop),
+watches the work folder's disk space, and writes what happened to `status_file` for the grader. Without root it
+falls back to rlimits, a new session, the wall clock and a watched quota (the kernel is stopped once its work folder
 holds more than `disk_bytes`), and says so in the status file; `sweep` then cannot tell the learner's
 System V IPC objects from the user's own and leaves them alone.
 """
@@ -27,10 +30,13 @@ import ctypes
 import json
 import os
 import resource
+import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x40000000, 0x08000000
@@ -57,11 +63,11 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 def private_mounts() -> bool:
-    """Give this process (the grader's worker) a mount namespace of its own, if we are root.
+    """Give this process (the grading process) a mount namespace of its own, if we are root.
 
     Mounts made afterwards (the sandbox's tmpfs work folder) are seen by this process and its children
     (nbgrader, the sandbox wrapper) and vanish with them: nothing is left mounted on the machine even if the
-    worker is killed.
+    grading process is killed.
     """
     global _private
     if os.geteuid() != 0:
@@ -377,6 +383,145 @@ def sweep(spec: dict) -> int:
         _remove_cgroup(CGROUP / controller / f"teenygrad-{spec['id']}")
     shutil.rmtree(f"/dev/shm/teenygrad-root-{spec['id']}", ignore_errors=True)
     return killed
+
+
+# ---- the grader's side: a sandbox prepared, and a program started in it -----------------------------------------
+
+KERNEL_NAME = "teenygrad-sandbox"  # the kernelspec `prepare` writes for nbgrader
+GRADING_DIR_BYTES = 128 * 2**20  # the hidden tests' cases and results: a tmpfs of its own, so a notebook
+# that fills its work folder is still graded on what it computed
+PROGRAMS = Path(__file__).with_name("sandboxed")  # the only programs started inside a sandbox (start_program)
+
+
+def thread_budget() -> int:
+    """The threads this grader may use: NUMBA_NUM_THREADS when it was given one, else every core it may run on."""
+    given = os.environ.get("NUMBA_NUM_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else len(os.sched_getaffinity(0))
+
+
+@dataclass
+class Limits:
+    """What one submission may use. The defaults grade any chapter's exercise comfortably on 2 cores."""
+
+    wall_seconds: int = 900  # the whole notebook, enforced by killing the kernel's process tree
+    cell_seconds: int = 300  # one cell, enforced by nbgrader (an interrupt, which pure Python obeys)
+    memory_bytes: int = 4 * 2**30
+    max_processes: int = 64
+    file_bytes: int = 256 * 2**20
+    disk_bytes: int = 2**30  # everything the notebook writes into its work folder (HOME, the current folder)
+    # numba's and OpenMP's threads in the kernel. Jobs graded at once share the budget (batch.grade_all): two
+    # kernels that each thread a loop over every core stall each other, since a parallel loop ends only when
+    # its slowest thread does, and a thread that has lost its core waits a whole time slice to get it back
+    threads: int = field(default_factory=thread_budget)
+
+    def shared_by(self, jobs: int) -> Limits:
+        """These limits for each of `jobs` gradings run at once: the same, but a share of the threads."""
+        return replace(self, threads=max(1, self.threads // max(1, jobs)))
+
+
+@dataclass
+class Box:
+    """One prepared sandbox: its folder (spec.json, status.json) and its spec (the work folder, uid, limits)."""
+
+    folder: Path
+    spec: dict
+
+    @property
+    def work(self) -> Path:
+        return Path(self.spec["work_dir"])
+
+    @property
+    def spec_file(self) -> Path:
+        return self.folder / "spec.json"
+
+    def save(self) -> None:
+        self.spec_file.write_text(json.dumps(self.spec))
+
+    def status(self) -> dict:
+        """What the wrapper wrote when the program ended ({} if it wrote nothing)."""
+        path = Path(self.spec["status_file"])
+        return json.loads(path.read_text()) if path.exists() else {}
+
+
+def give_to(path: Path, uid: int) -> None:
+    """Make `path` (and everything under it) the sandbox uid's, when we are root."""
+    if os.geteuid() != 0:
+        return
+    for dirpath, _dirs, files in os.walk(path):
+        os.chown(dirpath, uid, uid)
+        for f in files:
+            os.chown(os.path.join(dirpath, f), uid, uid)
+
+
+def prepare(private: Path, env: dict, limits: Limits, numba_cache: str | None = None, name: str = "sandbox",
+            kernel: bool = True, edition: str | None = None) -> Box:
+    """Write the spec (and, with `kernel`, nbgrader's kernelspec) of a sandbox in `private`/`name`.
+
+    `edition`: a learner's edition of teenygrad (`caches.learner_edition`), bound in place of the package. As
+    root the work folder is a tmpfs of `limits.disk_bytes`, mounted in this process's own mount namespace
+    (`private_mounts`); the caller unmounts `box.work` and `box.work / "grading"` when done."""
+    from autograder.course import REPO
+
+    root = os.geteuid() == 0
+    uid = 100000 + os.getpid() % 50000 if root else os.getuid()  # one uid per grading process: no sharing
+    folder = private / name
+    work = folder / "work"
+    mounted = mount_work(work, limits.disk_bytes, uid) and mount_work(work / "grading", GRADING_DIR_BYTES, uid)
+    for sub in ("home", "ipc", "grading"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    if numba_cache and Path(numba_cache).is_dir():  # a copy: nothing compiled inside leaks to the next one
+        shutil.copytree(numba_cache, work / "numba-cache")
+    (work / "numba-cache").mkdir(exist_ok=True)
+    os.chmod(private, 0o711)
+    os.chmod(folder, 0o711)
+    python_home = str(Path(os.path.realpath(sys.executable)).parent.parent)
+    box = Box(folder, {
+        "id": f"{os.getpid()}-{secrets.token_hex(4)}", "uid": uid, "work_dir": str(work), "home": str(work / "home"),
+        # a virtualenv that is a symlink (a worktree's .venv) is bound as the link and the folder it points to
+        "read_only": ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys", python_home,
+                      *dict.fromkeys([sys.prefix, os.path.realpath(sys.prefix)]),
+                      *([] if edition else [str(REPO / "teenygrad")])],
+        "read_only_as": [[edition, str(REPO / "teenygrad")]] if edition else [],
+        "env": {**env, "NUMBA_CACHE_DIR": str(work / "numba-cache"), "MPLBACKEND": "Agg",
+                "OMP_NUM_THREADS": str(limits.threads), "NUMBA_NUM_THREADS": str(limits.threads),
+                "PYTHONPATH": str(REPO),
+                "GOMP_SPINCOUNT": "10000"},  # idle OpenMP threads sleep soon: other jobs share the cores (tuning.py)
+        "wall_seconds": limits.wall_seconds, "address_space_bytes": limits.memory_bytes,
+        "memory_bytes": limits.memory_bytes + 2**29, "max_processes": limits.max_processes,
+        "file_bytes": limits.file_bytes, "status_file": str(folder / "status.json"),
+        "disk_bytes": limits.disk_bytes, "disk_mounted": mounted,
+    })
+    box.save()
+    if kernel:
+        kernel_dir = private / "jupyter" / "kernels" / KERNEL_NAME
+        kernel_dir.mkdir(parents=True)
+        argv = [sys.executable, "-m", "autograder.sandbox", str(box.spec_file), "--",
+                sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        (kernel_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "teenygrad sandbox",
+                                                            "language": "python"}))
+    give_to(work, uid)
+    if root:
+        os.chmod(work, 0o700)
+    return box
+
+
+def start_program(box: Box, program: str, config: dict, files: dict[str, Path] | None = None,
+                  **popen) -> subprocess.Popen:
+    """Start `autograder/sandboxed/<program>.py CONFIG.json` in `box`, through the wrapper; `files` go beside it.
+
+    Every program that runs inside a sandbox starts this one way: the program (and `files`, {name: source}) is
+    copied into the sandbox's work folder and run from there, its config beside it. The autograder package is
+    not in the sandbox at all (its judges are the hidden half of the tests), so nothing is imported from it
+    there, and the sandbox's allowlist stays as it is for a notebook's kernel."""
+    work = box.work
+    for name, source in {f"{program}.py": PROGRAMS / f"{program}.py", **(files or {})}.items():
+        shutil.copyfile(source, work / name)
+        give_to(work / name, box.spec["uid"])
+    (work / "config.json").write_text(json.dumps(config))
+    give_to(work / "config.json", box.spec["uid"])
+    box.save()
+    return subprocess.Popen([sys.executable, "-m", "autograder.sandbox", str(box.spec_file), "--",
+                             sys.executable, str(work / f"{program}.py"), str(work / "config.json")], **popen)
 
 
 def main() -> int:

@@ -5,7 +5,8 @@ reports prove nothing. Instead, after the notebook has run, the grader times the
 
 1. The part's cells (the notebook's locked setup cells and the part's solution cell, from the submission
    the grader holds) are written to a file in a fresh sandbox, exactly as isolated as the kernel was: the
-   learner's code is still untrusted. `autograder/harness.py` runs them there and serves calls on a pipe.
+   learner's code is still untrusted. `autograder/sandboxed/timing_harness.py` runs them there and serves
+   calls on a pipe.
 2. The reference kernel is served the same way, in a sandbox of its own that runs before the learner's
    exists, so nothing of the learner's is running while the reference is timed.
 3. For every timed call the grader starts its own clock, sends freshly drawn inputs (so there is nothing
@@ -20,13 +21,10 @@ Pipe transfer is part of every call, the reference's too, which only makes the m
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import select
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,7 +35,6 @@ import numpy as np
 
 from autograder import sandbox
 
-HARNESS = Path(__file__).with_name("harness.py")
 LOAD_SECONDS = 120  # starting Python, importing teenygrad, compiling the kernel
 PIPE_BYTES = 2**20  # Linux's default /proc/sys/fs/pipe-max-size
 
@@ -65,20 +62,11 @@ class Speed:
 class _Harness:
     """One kernel served from a sandbox; `call` times one call from this (the grader's) process."""
 
-    def __init__(self, box: Path, spec: dict, config: dict, log: Path):
-        work = Path(spec["work_dir"])
-        shutil.copyfile(HARNESS, work / "harness.py")
-        (work / "config.json").write_text(json.dumps(config))
-        if os.geteuid() == 0:
-            for name in ("harness.py", "config.json"):
-                os.chown(work / name, spec["uid"], spec["uid"])
-        (box / "spec.json").write_text(json.dumps(spec))
-        self.spec, self.log = spec, log
+    def __init__(self, box: sandbox.Box, config: dict, log: Path):
+        self.spec, self.log = box.spec, log
         with open(log, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.sandbox", str(box / "spec.json"), "--",
-                 sys.executable, str(work / "harness.py"), str(work / "config.json")],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            self.proc = sandbox.start_program(box, "timing_harness", config, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=err)
         self.out = self.proc.stdout.fileno()
         self.closed = False
         for pipe in (self.proc.stdin, self.proc.stdout):  # a call's bytes in one go, not 64 KiB per task switch
@@ -154,14 +142,14 @@ def part_cells(nb: nbformat.NotebookNode, part: str) -> str:
     return "\n".join(sources)
 
 
-def _run(box: Path, spec: dict, config: dict, speed: Speed, rng: np.random.Generator,
+def _run(box: sandbox.Box, config: dict, speed: Speed, rng: np.random.Generator,
          budget: float, goal: float = float("inf")) -> tuple[list[float], str]:
     """Serve one kernel and time calls to it; return (seconds per call, why it failed or "").
 
     At least `speed.calls` calls for at least `speed.seconds`; then, while the fastest call is slower than
     `goal`, more calls for up to `speed.patience` seconds in all.
     """
-    harness = _Harness(box, spec, config, Path(spec["work_dir"]) / ".harness.log")  # within the disk limit
+    harness = _Harness(box, config, box.work / ".harness.log")  # within the disk limit
     why = "interrupted"
     try:
         if not harness.ready():
@@ -193,27 +181,26 @@ def _run(box: Path, spec: dict, config: dict, speed: Speed, rng: np.random.Gener
 
 
 def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
-                make_box: Callable[[str], tuple[Path, dict]], seed: int) -> str | None:
+                make_box: Callable[[str], sandbox.Box], seed: int) -> str | None:
     """None if the learner's kernel in `nb` is `speed.speedup` times faster than the reference, else why not.
 
-    `make_box(name)` gives a fresh sandbox (its folder and spec) for one harness.
+    `make_box(name)` gives a fresh sandbox for one harness.
     """
     rng = np.random.default_rng(seed)
     size = "x".join(str(n) for n in speed.arguments(np.random.default_rng(0))[0].shape)
     arguments = [(list(a.shape), a.dtype.str) for a in speed.arguments(np.random.default_rng(0))]
     ref_config = {"reference": speed.reference, "arguments": arguments}
-    ref_times, why = _run(*make_box("speed-reference"), ref_config, speed, rng, LOAD_SECONDS)
+    ref_times, why = _run(make_box("speed-reference"), ref_config, speed, rng, LOAD_SECONDS)
     if why:
         raise RuntimeError(f"the reference kernel {speed.reference} failed in the timing harness: {why}")
     reference = min(ref_times)
-    box, spec = make_box("speed-learner")
-    cells = Path(spec["work_dir"]) / "cells.py"
+    box = make_box("speed-learner")
+    cells = box.work / "cells.py"
     cells.write_text(part_cells(nb, part))
-    if os.geteuid() == 0:
-        os.chown(cells, spec["uid"], spec["uid"])
+    sandbox.give_to(cells, box.spec["uid"])
     config = {"cells": str(cells), "function": speed.function, "arguments": arguments}
     # a call may take up to the reference's time and then some: slower than that cannot pass anyway
-    times, why = _run(box, spec, config, speed, rng, 5 * reference + 2.0, goal=reference / speed.speedup)
+    times, why = _run(box, config, speed, rng, 5 * reference + 2.0, goal=reference / speed.speedup)
     if why:
         return f"timed by the grader, {speed.function} {why}"
     ratio = reference / min(times)
@@ -222,7 +209,7 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         # up to `patience` seconds to find a quiet spell, and a burst of other work during the reference's one
         # spell inflates the ratio (measured in CI: a 1.5x kernel given 3.1x). The faster spell counts.
         again = replace(speed, patience=speed.seconds)
-        more, why = _run(*make_box("speed-reference-again"), ref_config, again, rng, LOAD_SECONDS)
+        more, why = _run(make_box("speed-reference-again"), ref_config, again, rng, LOAD_SECONDS)
         ratio = min(reference, *more) / min(times) if more and not why else ratio
     if ratio < speed.speedup:
         return (f"timed by the grader, {ratio:.1f} times as fast as {speed.reference.split(':')[1]} at {size}; "

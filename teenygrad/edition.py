@@ -189,6 +189,11 @@ def installed(assignment: str, part: str, *fns: Callable[..., Any]) -> Iterator[
             _ORIGIN[(assignment, part)] = origin
 
 
+def installed_functions() -> dict[tuple[str, str, str], Callable[..., Any]]:
+    """(assignment, part, function name) -> the learner's function installed in this process."""
+    return dict(_INSTALLED)
+
+
 def is_mine(assignment: str, part: str) -> bool:
     return (assignment, part) in _ORIGIN
 

@@ -104,19 +104,19 @@ def test_graders_started_together_build_the_warm_cache_once(fails, tmp_path, mon
     import threading
     import time
 
-    from autograder import warm
+    from autograder import caches
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     runs = []
 
-    def warm_up(env):
+    def compile_kernels(env):
         runs.append(threading.get_ident())
         time.sleep(0.5)
         return "no compiler here" if fails else ""
 
-    monkeypatch.setattr(warm, "_warm_up", warm_up)
+    monkeypatch.setattr(caches, "_compile_kernels", compile_kernels)
     got = [None, None]
-    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, warm.numba_cache())) for i in range(2)]
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, caches.numba_cache())) for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:

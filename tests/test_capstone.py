@@ -15,8 +15,8 @@ import pytest
 
 import teenygrad as tg
 from autograder import capstone, mine
-from autograder.autograde import PartResult, Result
 from autograder.judges import capstone as judge
+from autograder.results import PartResult, Result
 from teenygrad import edition
 from teenygrad.gpt import GPT, GPTConfig
 

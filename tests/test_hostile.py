@@ -189,29 +189,31 @@ def test_a_faked_clock_earns_nothing(graded_kernels, name):
         assert "matmul_tile: visible tests passed" in outputs
 
 
-def test_a_worker_that_fails_or_hangs_costs_only_its_submission(tmp_path):
-    """Each submission's worker is a process of its own (forked from the batch's fork server): one that fails is
+def test_a_grading_process_that_fails_or_hangs_costs_only_its_submission(tmp_path):
+    """Each submission is graded in a process of its own (forked from the fork server): one that fails is
     recorded with the last line it wrote, one that runs past its time is killed; either way every part of that
-    submission scores zero with the reason, and the next worker, from the same server, grades as usual."""
-    from autograder import autograde, batch, course, warm, workers
+    submission scores zero with the reason, and the next one, from the same server, grades as usual."""
+    from autograder import caches, course, fork_server
+    from autograder.grade_submission import Job, grade
+    from autograder.sandbox import Limits
 
-    workers.start()
+    fork_server.start()
     template, jobs = course.template(A), tmp_path / "jobs"
     folder = tmp_path / "a-folder.ipynb"
-    folder.mkdir()  # reading it fails inside the worker
+    folder.mkdir()  # reading it fails inside the grading process
     stuck = tmp_path / "a-pipe.ipynb"
     os.mkfifo(stuck)  # reading it waits forever for a writer
     solved = tmp_path / "solved.ipynb"
     solved.write_text(nbformat.writes(hostile.solved()))
 
-    failed, _ = batch._grade_one(template, A, "fails", folder, autograde.Limits(), jobs)
+    failed, _ = grade(Job(template, A, "fails", folder, Limits()), jobs)
     assert failed.error.startswith("the grader failed (exit 1): IsADirectoryError"), failed.error
-    hung, _ = batch._grade_one(template, A, "hangs", stuck, autograde.Limits(wall_seconds=-297), jobs)  # 3 s
+    hung, _ = grade(Job(template, A, "hangs", stuck, Limits(wall_seconds=-297)), jobs)  # 3 s
     assert hung.error == "the grader did not finish in time"
     for result in (failed, hung):
         assert result.score == 0 and result.parts and all(p.message == result.error for p in result.parts)
-    fine, _ = batch._grade_one(template, A, "fine", solved, autograde.Limits(), jobs, warm.numba_cache(),
-                               warm.learner_edition(A))
+    fine, _ = grade(Job(template, A, "fine", solved, Limits(), caches.numba_cache(), caches.learner_edition(A)),
+                    jobs)
     assert (fine.score, fine.max_score, fine.error) == (8, 8, "")
 
 
@@ -245,13 +247,13 @@ def test_submissions_graded_at_once_share_the_threads(budget, jobs, tmp_path, mo
     share: the kernel in a sandbox sees numba and OpenMP with that many threads, never fewer than one."""
     import sys
 
-    from autograder import autograde
+    from autograder import sandbox
 
     import conftest
 
     monkeypatch.setenv("NUMBA_NUM_THREADS", str(budget))
-    assert autograde.Limits().threads == budget
-    work, _ = autograde._sandbox(tmp_path, {}, autograde.Limits().shared_by(jobs), kernel=False)
+    assert sandbox.Limits().threads == budget
+    sandbox.prepare(tmp_path, {}, sandbox.Limits().shared_by(jobs), kernel=False)
     spec = json.loads((tmp_path / "sandbox" / "spec.json").read_text())
     spec["status_file"] = str(tmp_path / "status.json")
     (tmp_path / "spec.json").write_text(json.dumps(spec))
@@ -262,4 +264,4 @@ def test_submissions_graded_at_once_share_the_threads(budget, jobs, tmp_path, mo
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(share), str(share)]
     monkeypatch.delenv("NUMBA_NUM_THREADS")
-    assert autograde.Limits().threads == len(os.sched_getaffinity(0))
+    assert sandbox.Limits().threads == len(os.sched_getaffinity(0))

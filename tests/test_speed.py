@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import speed
+from autograder import sandbox, speed
 from autograder.judges.kernels import SPEED
 
 from conftest import REPO
@@ -29,14 +29,14 @@ def notebook(kernel_cell: str | None = None) -> nbformat.NotebookNode:
 
 def boxes(tmp_path: Path):
     """Sandboxes for the harnesses, without the root-only isolation (as a learner's `check` on a laptop)."""
-    def make(name: str) -> tuple[Path, dict]:
+    def make(name: str) -> sandbox.Box:
         box = tmp_path / name
         (box / "work").mkdir(parents=True)
-        return box, {"id": f"test-{name}-{os.getpid()}", "uid": os.getuid(), "isolate": False,
+        return sandbox.Box(box, {"id": f"test-{name}-{os.getpid()}", "uid": os.getuid(), "isolate": False,
                      "work_dir": str(box / "work"), "home": str(box / "work"), "read_only": [],
                      "env": {"PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(box / "work" / "numba")},
                      "wall_seconds": 300, "address_space_bytes": 8 * 2**30, "memory_bytes": 8 * 2**30,
-                     "max_processes": 64, "file_bytes": 2**30, "status_file": str(box / "status.json")}
+                     "max_processes": 64, "file_bytes": 2**30, "status_file": str(box / "status.json")})
     return make
 
 
@@ -91,8 +91,8 @@ def test_a_reference_timed_in_a_busy_spell_gives_a_slow_kernel_nothing(tmp_path,
     3.1x so): before a point is given the reference is timed again, and a kernel no faster than it fails."""
     real, spells = speed._run, []
 
-    def run(box, spec, config, *args, **kwargs):
-        times, why = real(box, spec, config, *args, **kwargs)
+    def run(box, config, *args, **kwargs):
+        times, why = real(box, config, *args, **kwargs)
         spells.append("reference" in config)
         return ([5 * t for t in times] if len(spells) == 1 else times), why
     monkeypatch.setattr(speed, "_run", run)

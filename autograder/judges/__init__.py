@@ -56,7 +56,7 @@ def write_cases(parts: dict[str, Part], root: Path, seed: int) -> dict[str, list
     return drawn
 
 
-def _compare(got: tuple, want: tuple, part: Part) -> str | None:
+def compare(got: tuple, want: tuple, part: Part) -> str | None:
     if len(got) != len(want):
         return f"returned {len(got)} values, expected {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
@@ -92,7 +92,7 @@ def judge(parts: dict[str, Part], drawn: dict[str, list[Case]], root: Path) -> d
                         why = part.check(case, got)
                     else:
                         want = part.reference(*case)
-                        why = _compare(got, want if isinstance(want, tuple) else (want,), part)
+                        why = compare(got, want if isinstance(want, tuple) else (want,), part)
             except Exception as e:  # a malformed result file is the learner's loss, never the grader's crash
                 why = f"unreadable result ({type(e).__name__})"
             if why:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.judges import Case, Part, _compare
+from autograder.judges import Case, Part, compare
 from teenygrad.grading import PROGRAM_OPS
 
 VIEW_HEAVY = ("flip", "transpose", "interleave", "add row", "shift columns")
@@ -93,13 +93,13 @@ def _check_index(case: Case, got: tuple) -> str | None:
         x, row, codes, bits = case
         want = program(np.asarray(x, np.float64), np.asarray(row, np.float64), codes)
         part = Part(cases=lambda rng: [], rtol=1e-9 if bits == 64 else 2e-4, atol=1e-9 if bits == 64 else 2e-5)
-        why = _compare(got, (want,), part)
+        why = compare(got, (want,), part)
         ops = [PROGRAM_OPS[int(c) % len(PROGRAM_OPS)] for c in np.atleast_1d(codes)]
         return None if why is None else f"the compiled program {ops} in float{bits}: {why}"
     shape, strides, offset = np.atleast_1d(case[0]), np.atleast_1d(case[1]), int(case[2])
     grid = np.indices(tuple(int(s) for s in shape)).reshape(len(shape), -1)
     want = offset + (grid * strides[:, None]).sum(0)
-    why = _compare(got, (want,), Part(cases=lambda rng: [], rtol=0, atol=0))
+    why = compare(got, (want,), Part(cases=lambda rng: [], rtol=0, atol=0))
     return None if why is None else (f"index_expr of a view of shape {tuple(shape)}, strides {tuple(strides)}, "
                                      f"offset {offset}: {why}")
 
@@ -108,16 +108,22 @@ def _cse_cases(rng: np.random.Generator) -> list[Case]:
     return [_program_case(rng, REPEATS, bits) for bits in (64, 64, 64, 32)]
 
 
-def _check_cse(case: Case, got: tuple) -> str | None:
+def _check_values(case: Case, got: tuple, outputs: str, passes: str) -> tuple[list[str], str | None]:
+    """(the program's ops, why the values in `got` are wrong or it has not the `outputs` a pass reports, or None)."""
     x, row, codes, bits = case
-    if len(got) != 3:
-        return f"expected (values, nodes before, nodes after), got {len(got)} outputs"
     ops = [PROGRAM_OPS[int(c) % len(PROGRAM_OPS)] for c in np.atleast_1d(codes)]
+    if len(got) != len(outputs.split(", ")):
+        return ops, f"expected ({outputs}), got {len(got)} outputs"
     want = program(np.asarray(x, np.float64), np.asarray(row, np.float64), codes)
     part = Part(cases=lambda rng: [], rtol=1e-9 if bits == 64 else 2e-4, atol=1e-9 if bits == 64 else 2e-5)
-    why = _compare(got[:1], (want,), part)
+    why = compare(got[:1], (want,), part)
+    return ops, None if why is None else f"the program {ops} in float{bits}, with {passes} among the passes: {why}"
+
+
+def _check_cse(case: Case, got: tuple) -> str | None:
+    ops, why = _check_values(case, got, "values, nodes before, nodes after", "your CSE")
     if why is not None:
-        return f"the program {ops} in float{bits}, with your CSE among the passes: {why}"
+        return why
     before, after = int(got[1]), int(got[2])
     if not after < before:  # every program repeats an expression (REPEATS)
         return (f"the program {ops} computes some expressions twice, but your CSE left {after} of its {before} "
@@ -130,15 +136,10 @@ def _fold_cases(rng: np.random.Generator) -> list[Case]:
 
 
 def _check_fold(case: Case, got: tuple) -> str | None:
-    x, row, codes, bits = case
-    if len(got) != 4:
-        return f"expected (values, nodes before, nodes after, constant ops left), got {len(got)} outputs"
-    ops = [PROGRAM_OPS[int(c) % len(PROGRAM_OPS)] for c in np.atleast_1d(codes)]
-    want = program(np.asarray(x, np.float64), np.asarray(row, np.float64), codes)
-    part = Part(cases=lambda rng: [], rtol=1e-9 if bits == 64 else 2e-4, atol=1e-9 if bits == 64 else 2e-5)
-    why = _compare(got[:1], (want,), part)
+    ops, why = _check_values(case, got, "values, nodes before, nodes after, constant ops left",
+                             "your constant folding")
     if why is not None:
-        return f"the program {ops} in float{bits}, with your constant folding among the passes: {why}"
+        return why
     before, after, left = int(got[1]), int(got[2]), int(got[3])
     if left:
         return f"the program {ops}: after your folding {left} op(s) still have only constants as sources"

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from autograder.judges import Case, Part, _compare
+from autograder.judges import Case, Part, compare
 
 TRAIN_STEPS, LAST = 150, 20
 TRAIN_HIGH = 2.75                      # correct runs end near 2.4-2.5
@@ -126,7 +126,7 @@ def _check_rms(case: Case, got: tuple) -> str | None:
     if len(case) == 2:
         return _check_training(case, got)
     x, w, g, transposed = case
-    why = _compare(got, rms_norm_backward_np(np.asarray(x), np.asarray(w), np.asarray(g)), FLOAT64)
+    why = compare(got, rms_norm_backward_np(np.asarray(x), np.asarray(w), np.asarray(g)), FLOAT64)
     return why and f"x of shape {np.shape(x)}{' (g not contiguous)' if transposed else ''}: {why}"
 
 
@@ -142,7 +142,7 @@ def _check_attention(case: Case, got: tuple) -> str | None:
     if len(case) == 2:
         return _check_training(case, got)
     qkv, n_head, g, transposed = case
-    why = _compare(got, (attention_backward_np(np.asarray(qkv), int(n_head), np.asarray(g)),), FLOAT64)
+    why = compare(got, (attention_backward_np(np.asarray(qkv), int(n_head), np.asarray(g)),), FLOAT64)
     return why and (f"qkv of shape {np.shape(qkv)}, {n_head} heads{' (g not contiguous)' if transposed else ''}: "
                     f"{why}")
 
@@ -165,7 +165,7 @@ def _cached_cases(rng: np.random.Generator) -> list[Case]:
 
 def _check_cached(case: Case, got: tuple) -> str | None:
     if len(case) == 3:
-        why = _compare(got, (attention_np(*(np.asarray(a) for a in case)),), FLOAT64)
+        why = compare(got, (attention_np(*(np.asarray(a) for a in case)),), FLOAT64)
         return why and f"causal_attention, q {np.shape(case[0])} with {np.shape(case[1])[-2]} keys: {why}"
     if len(case) == 2:
         if len(got) != 2 or got[0].shape != (case[1],):
@@ -178,7 +178,7 @@ def _check_cached(case: Case, got: tuple) -> str | None:
     if start + T > block:
         ok = len(got) == 1 and got[0].size == 1 and int(got[0].reshape(-1)[0]) == 1
         return None if ok else f"positions {start}..{start + T - 1} do not fit a cache of {block}: expected ValueError"
-    why = _compare(got, cached_attention_np(qkv, kc, vc, int(start), int(n_head)), FLOAT32)
+    why = compare(got, cached_attention_np(qkv, kc, vc, int(start), int(n_head)), FLOAT32)
     return why and f"cached_attention of {T} new positions from {start}, {n_head} heads (y, k_cache, v_cache): {why}"
 
 

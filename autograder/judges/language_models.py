@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.judges import Case, Part, _compare
+from autograder.judges import Case, Part, compare
 
 TRAIN_ARGS = 7  # a case of index_add with this many arguments is a training run
 TRAIN_STEPS = 40
@@ -127,10 +127,10 @@ def _check_index_add(case: Case, got: tuple) -> str | None:
         want = _index_add_reference(np.zeros(tuple(shape)), 0, index, g)
         if len(got) != 2 or int(np.asarray(got[1]).reshape(-1)[0]) != 1:
             return "index_add of a float32 gradient must return a float32 Tensor"
-        why = _compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-5, atol=1e-6))
+        why = compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-5, atol=1e-6))
         return why and f"float32, shape {tuple(shape)}: {why}"
     W, axis, index, g = case
-    why = _compare(got, (_index_add_reference(W, axis, index, g),), EXACT)
+    why = compare(got, (_index_add_reference(W, axis, index, g),), EXACT)
     return why and f"input of shape {np.shape(W)}, axis {axis}, index of shape {np.shape(index)}: {why}"
 
 
@@ -187,7 +187,7 @@ def _check_filter(name: str, reference, case: Case, got: tuple) -> str | None:
         i = int(np.argmax((kept != np.isfinite(want)).any(axis=1)))
         return (f"{name}(logits of shape {np.shape(logits)}, {arg!r}), row {i}: kept ids "
                 f"{np.flatnonzero(kept[i]).tolist()}, expected {np.flatnonzero(np.isfinite(want[i])).tolist()}")
-    why = _compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
+    why = compare(got[:1], (want,), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
     if why:
         return f"{name}(logits of shape {np.shape(logits)}, {arg!r}): {why}"
     return _check_draws(want, np.asarray(u, np.float64), got[1])

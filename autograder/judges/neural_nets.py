@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from autograder.judges import Case, Part, _compare
+from autograder.judges import Case, Part, compare
 
 TRAINING_LOSS = 0.1  # stated in the exercise's visible tests; the reference runs end below 0.02
 TRAINING_STEPS = 100
@@ -132,12 +132,12 @@ def _check_adam(case: Case, outputs: tuple) -> str | None:
     if len(case) == 2:
         return _check_training(case, outputs)
     if len(case) == 11:
-        why = _compare(outputs, _adam_call(*case), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
+        why = compare(outputs, _adam_call(*case), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
         return why and f"one call on buffers (p, g, m, v afterwards; decoupled={bool(case[9])}, t={case[10]}): {why}"
     f32 = case[8] == 32
     want = _adam_trajectory(*case)
     part = Part(cases=lambda rng: [], rtol=1e-4 if f32 else 1e-9, atol=1e-6 if f32 else 1e-12)
-    why = _compare(outputs, (want,), part)
+    why = compare(outputs, (want,), part)
     kind = ("AdamW" if case[7] else "Adam") + f" (weight_decay {case[6]}{', float32' if f32 else ''})"
     return why and f"{kind}: the parameter after each step: {why}"
 

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from autograder.judges import Case, Part, _compare
+from autograder.judges import Case, Part, compare
 
 ADD, SUB, MUL, TANH, DIV, MAX, SIGMOID = range(7)  # the opcodes of a case (the hidden tests use the same numbering)
 UNARY = (TANH, SIGMOID)
@@ -167,7 +167,7 @@ def _sigmoid_check(case: Case, outputs: tuple) -> str | None:
     sigmoid(-700) is 1e-304, not "about 0"."""
     want = _sigmoid_reference(*case)
     part = Part(cases=_sigmoid_cases, rtol=1e-9, atol=1e-300 if len(case) == 1 else 1e-12)
-    return _compare(tuple(np.asarray(o) for o in outputs), want, part)
+    return compare(tuple(np.asarray(o) for o in outputs), want, part)
 
 
 # --- div and maximum ------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The capstone's training run: `python capstone_run.py CONFIG.json`, run by `autograder.capstone` in a sandbox.
+"""The capstone's training: `python capstone_training.py CONFIG.json`, run by `autograder.capstone` in a sandbox.
 
 It installs the learner's pieces (`teenygrad.edition.load_mine` on the copy of mine/ in its work folder), then
 trains chapter 9's two GPTs exactly as the chapter does, and saves their trained parameters (npz) and what
@@ -6,8 +6,11 @@ it did (run.json) in its output folder. It reports no loss that counts: the grad
 losses itself from the parameters (autograder/judges/capstone.py). Nothing here is trusted once the
 learner's code has run; the calls counted per piece are shown to the learner, never graded.
 
-This file is copied into the sandbox's work folder; it needs numpy and teenygrad.
+Started like every program in this folder (`autograder.sandbox.start_program`: copied into the sandbox's work
+folder and run from there, with judges/capstone.py beside it as judge_data.py for the chapter's data and
+configurations); it needs numpy and teenygrad.
 """
+import functools
 import json
 import sys
 import time
@@ -17,14 +20,15 @@ import numpy as np
 
 
 def count_calls(edition, calls: dict) -> None:
-    """Wrap every installed function of the learner's so the table can show that it ran."""
-    for key, fn in list(edition._INSTALLED.items()):
-        label = f"{key[0]}/{key[1]}"
+    """Install a counting wrapper of every function of the learner's, so the table can show that it ran."""
+    for (assignment, part, _name), fn in edition.installed_functions().items():
+        label = f"{assignment}/{part}"
 
+        @functools.wraps(fn)
         def counted(*args, _fn=fn, _label=label, **kwargs):
             calls[_label] = calls.get(_label, 0) + 1
             return _fn(*args, **kwargs)
-        edition._INSTALLED[key] = counted
+        edition.install(assignment, part, counted, origin="mine/, counted")
 
 
 def train_names(tg, cfg, train: list, steps: int, lr: float = 0.01) -> tuple:

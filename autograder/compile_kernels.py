@@ -1,9 +1,11 @@
-"""The warm-up `autograder.warm` runs once per version of teenygrad: every op, on small tensors of each dtype
-and layout, on both kernel paths, so numba compiles (and caches) every kernel a graded notebook may call.
+"""Compile every kernel a graded notebook may call, so the sandboxes start from a warm numba cache: every op, on
+small tensors of each dtype and layout, on both kernel paths. `autograder.caches` runs it once per version of
+teenygrad's source.
 
-Trusted code, run in its own process (`python -m autograder.warm_up`) with NUMBA_CACHE_DIR pointing at the
-cache being built. It uses teenygrad's public API only. A case an op refuses (an int64 exp, a shape it
-rejects) just has nothing to compile; any other error means the API moved, and the warm-up fails loudly.
+Trusted code, run in a process of its own outside any sandbox (`python -m autograder.compile_kernels [DTYPE]`)
+with NUMBA_CACHE_DIR pointing at the cache being built. It uses teenygrad's public API only. A case an op refuses
+(an int64 exp, a shape it rejects) just has nothing to compile; any other error means the API moved, and the
+warm-up fails loudly.
 """
 from __future__ import annotations
 
@@ -114,10 +116,10 @@ def integers() -> None:
 
 def main(dtypes: list[str]) -> None:
     """The warm-up for the named float dtypes ("float32", "float64"; both when none are named). The integer ops
-    go with float64, so `autograder.warm` can run the two halves in two processes at once."""
+    go with float64, so `autograder.caches` can run the two halves in two processes at once."""
     wrong = set(dtypes) - {"float32", "float64"}
     if wrong:
-        raise SystemExit(f"warm_up: unknown dtype(s) {sorted(wrong)}; name float32, float64 or nothing (both)")
+        raise SystemExit(f"compile_kernels: unknown dtype(s) {sorted(wrong)}; name float32, float64 or nothing (both)")
     for dt in (tg.float32, tg.float64):
         if dtypes and dt.name not in dtypes:
             continue

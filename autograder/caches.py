@@ -3,9 +3,10 @@ learner's notebook doesn't recompile all of teenygrad, and the learner's edition
 
 Each sandbox gets a numba cache of its own (nothing one submission compiles can reach another), but
 starting it empty would make every submission spend tens of seconds compiling teenygrad's kernels. So,
-once per version of teenygrad's source, trusted processes run every op on small tensors of each dtype
-with NUMBA_CACHE_DIR pointing at a fresh folder (`autograder/warm_up.py`), and each sandbox starts from a copy
-of that folder. Only teenygrad's own code is compiled here, never a solution.
+once per version of teenygrad's source, trusted processes (not sandboxed: only the book's code runs in them)
+run every op on small tensors of each dtype with NUMBA_CACHE_DIR pointing at a fresh folder
+(`autograder/compile_kernels.py`), and each sandbox starts from a copy of that folder. Only teenygrad's own code
+is compiled here, never a solution. Both are kept under ~/.cache/teenygrad/, keyed by the source's digest.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from autograder import course
 
 def _key() -> str:
     digest = hashlib.sha256()
-    for path in sorted([*(course.REPO / "teenygrad").rglob("*.py"), course.REPO / "autograder" / "warm_up.py"]):
+    for path in sorted([*(course.REPO / "teenygrad").rglob("*.py"), course.REPO / "autograder" / "compile_kernels.py"]):
         digest.update(path.relative_to(course.REPO).as_posix().encode())
         digest.update(path.read_bytes())
     digest.update(sys.version.encode())
@@ -53,7 +54,7 @@ def _build_numba_cache(cache_root: Path, done: Path, log) -> Path | None:
     if log:
         log("compiling teenygrad's kernels once for the sandboxes (cached for later runs)...")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(building), "PYTHONPATH": str(course.REPO)}
-    errors = _warm_up(env)
+    errors = _compile_kernels(env)
     if errors:
         shutil.rmtree(building, ignore_errors=True)
         if log:  # grading still works, just slower: each sandbox compiles what it uses
@@ -66,15 +67,15 @@ def _build_numba_cache(cache_root: Path, done: Path, log) -> Path | None:
     return done
 
 
-def _warm_up(env: dict) -> str:
-    """Run `autograder.warm_up` in env; its errors, or "" if it worked. With two cores or more its float32 and
+def _compile_kernels(env: dict) -> str:
+    """Run `autograder.compile_kernels` in env; its errors, or "" if it worked. With two cores or more its float32 and
     float64 halves run at once (numba compiles on one core; the cache takes their saves one process at a time,
     see teenygrad.kernels.jit): about a minute instead of two."""
     from teenygrad.kernels.cpu import usable_cores
 
     halves = [["float32"], ["float64"]] if usable_cores() > 1 else [[]]
     logs = [tempfile.TemporaryFile("w+") for _ in halves]  # not pipes: a full pipe would stall a half
-    procs = [subprocess.Popen([sys.executable, "-m", "autograder.warm_up", *half], env=env, cwd=course.REPO,
+    procs = [subprocess.Popen([sys.executable, "-m", "autograder.compile_kernels", *half], env=env, cwd=course.REPO,
                               stdout=subprocess.DEVNULL, stderr=log) for half, log in zip(halves, logs)]
     errors = []
     try:

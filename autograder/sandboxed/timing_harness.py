@@ -1,4 +1,4 @@
-"""The timing harness: `python harness.py CONFIG.json`, run by `autograder.speed` inside a sandbox.
+"""The timing harness: `python timing_harness.py CONFIG.json`, run by `autograder.speed` inside a sandbox.
 
 It loads one kernel, either the learner's (by running the part's cells, saved as a file) or a trusted
 reference (`module:name`), says it is ready, then serves calls over its standard input and output: for each
@@ -7,7 +7,8 @@ calls the kernel on them and sends back the bytes of the last argument, the outp
 
 Nothing here is trusted once the learner's code has run in this process, and nothing needs to be: the
 grader reads the clock in its own process, sends inputs only after the clock starts, and checks every
-output it gets back. This file is copied into the sandbox's work folder; it needs only numpy.
+output it gets back. Started like every program in this folder (`autograder.sandbox.start_program`: copied
+into the sandbox's work folder and run from there); it needs only numpy.
 """
 import importlib
 import json
