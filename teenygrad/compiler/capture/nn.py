@@ -21,7 +21,7 @@ import numpy as np
 from teenygrad import autograd, optim
 from teenygrad.compiler import ir
 from teenygrad.compiler.capture.lazy import CaptureError, bcast, binop, c, cast, current, node_of, wrap
-from teenygrad.compiler.capture.ops import _onehot, index_tensor
+from teenygrad.compiler.capture.ops import index_tensor, one_hot
 from teenygrad.kernels.layout import normalize_axis
 from teenygrad.ops.buffers import as_float
 from teenygrad.tensor import Tensor, int64
@@ -47,7 +47,7 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     index = index_tensor(index, "index_select")
     n, K = x.shape[axis], index.size
     rest = x.shape[:axis] + x.shape[axis + 1:]
-    hit = _onehot(ir.reshape(node_of(index), (K,)), n)                           # (K, n) bool
+    hit = one_hot(ir.reshape(node_of(index), (K,)), n)                           # (K, n) bool
     if x.dtype == int64:  # integers: pick with where (a matmul would give floats); no gradient to record
         inner = int(np.prod(rest, dtype=np.int64))
         table = ir.reshape(ir.permute(node_of(x), (axis, *(d for d in range(x.ndim) if d != axis))), (1, n, inner))

@@ -99,7 +99,7 @@ def _compare(op: str, a: ir.Node, b: ir.Node) -> ir.Node:
     return ir.binary("add", f(less), f(ir.binary("eq", a, b)))
 
 
-def _scalar(value: object, like: Tensor, op: str) -> Tensor:
+def scalar_operand(value: object, like: Tensor, op: str) -> Tensor:
     """A Python number (or a Python float passed to the compiled function) as a 0-d tensor of like's dtype."""
     dtype = like.dtype
     if isinstance(value, LazyTensor):  # a weak scalar
@@ -123,9 +123,9 @@ def _is_weak(x: object) -> bool:
 def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     weak_a, weak_b = _is_weak(a), _is_weak(b)
     if weak_a and not weak_b:
-        a = _scalar(a, b, op)
+        a = scalar_operand(a, b, op)
     elif weak_b and not weak_a:
-        b = _scalar(b, a, op)
+        b = scalar_operand(b, a, op)
     elif weak_a and weak_b:  # a Python float argument and a number: float64, and the result stays a "number"
         a, b = (x if isinstance(x, Tensor) else wrap(ir.const(float(x), "float64", ())) for x in (a, b))
     dtype = result_dtype(a.dtype, b.dtype)
@@ -265,7 +265,7 @@ def _normalized(idx: ir.Node, n: int) -> ir.Node:
     return ir.where(ir.binary("lt", idx, c(0, idx)), ir.binary("add", idx, c(n, idx)), idx)
 
 
-def _onehot(idx: ir.Node, n: int) -> ir.Node:
+def one_hot(idx: ir.Node, n: int) -> ir.Node:
     """bool (..., n): position j of row r is idx[r] == j."""
     shape = idx.shape + (n,)
     column = bcast(ir.reshape(_normalized(idx, n), idx.shape + (1,)), shape)
@@ -289,7 +289,7 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     xp, order = _axis_last(node_of(x), axis)
     ip, _ = _axis_last(node_of(index), axis)
     n = x.shape[axis]
-    hit = _onehot(ip, n)                                                     # (..., K, n)
+    hit = one_hot(ip, n)                                                     # (..., K, n)
     picked = where(hit, ir.reshape(xp, xp.shape[:-1] + (1, n)), ir.const(0, xp.dtype, ()))    # (..., K, n)
     out = wrap(ir.permute(ir.reshape(ir.reduce("sum", picked, (len(hit.shape) - 1,)), ip.shape), _inverse(order)))
     if x._requires_grad:
@@ -303,7 +303,7 @@ def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> 
     gp, order = _axis_last(node_of(g), axis)
     ip, _ = _axis_last(node_of(index), axis)
     n = shape[axis]
-    hit = _onehot(ip, n)                                                           # (..., K, n)
+    hit = one_hot(ip, n)                                                           # (..., K, n)
     spread = where(hit, ir.reshape(gp, gp.shape + (1,)), ir.const(0, gp.dtype, ()))
     summed = ir.reduce("sum", spread, (len(hit.shape) - 2,))                       # (..., 1, n)
     return wrap(ir.permute(ir.reshape(summed, gp.shape[:-1] + (n,)), _inverse(order)))

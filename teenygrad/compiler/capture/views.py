@@ -13,7 +13,7 @@ import numpy as np
 from teenygrad import autograd
 from teenygrad.compiler import ir
 from teenygrad.compiler.capture.lazy import CaptureError, LazyTensor, bcast, cast, current, node_of, wrap
-from teenygrad.compiler.capture.ops import Scalar, _scalar
+from teenygrad.compiler.capture.ops import Scalar, scalar_operand
 from teenygrad.kernels.layout import broadcast_shapes, normalize_axis, shape_args
 from teenygrad.tensor import Tensor
 from teenygrad.tensor_views import parse_key
@@ -144,7 +144,7 @@ def setitem(x: Tensor, key: object, value: Tensor | Scalar) -> None:
     if type(x) is LazyTensor and arg is None:
         raise CaptureError("setitem: writing into a tensor computed inside a compiled function cannot be captured; "
                            "build the new value with cat/stack or arithmetic instead")
-    v = value if isinstance(value, Tensor) else _scalar(value, x, "setitem")
+    v = value if isinstance(value, Tensor) else scalar_operand(value, x, "setitem")
     if broadcast_shapes(v.shape, x.shape, "copy") != x.shape:
         raise ValueError(f"copy: cannot write shape {v.shape} into shape {x.shape}")
     trace, node = current(), bcast(cast(node_of(v), x.dtype), x.shape)
