@@ -8,7 +8,7 @@ So inside a trace each of them is composed from Tensor ops, the ones chapter 7 a
     cross_entropy      log_softmax (max subtracted: stable), then the target's entry picked by a one-hot, mean
     index_select       one-hot rows (arange == index) @ the table: an embedding is a matmul; its gradient too
     linear             x @ W^T + b, recorded as one "linear" node (its rule is three matmuls and a sum)
-    layer_norm, rms_norm, causal_self_attention (with its mask from aranges), GELU (lazy_ops, tanh form)
+    layer_norm, rms_norm, causal_self_attention (with its mask from aranges), GELU (capture/ops.py, tanh form)
     SGD, Adam, AdamW   the update of every parameter (and of m, v, the velocity) as assigns; the learning rate and
                        the bias corrections are inputs read at each call, the step counters are host effects
 """

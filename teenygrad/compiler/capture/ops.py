@@ -5,7 +5,7 @@ While a compiled function is traced, every launcher of `teenygrad.ops` hands its
 arguments, checks and result dtype, and records the *same* autograd node (op name and saved values), so chapter
 6's engine and the gradient rules beside each op run unchanged on lazy tensors: their Tensor ops come back here
 and become graph nodes too. That is how `loss.backward()` is captured. A rule that calls a kernel directly has
-a lazy twin (`softmax_backward`, `scatter_add`, `gelu_backward` here; `into_zeros` in `lazy_views`); ops whose
+a lazy twin (`softmax_backward`, `scatter_add`, `gelu_backward` here; `into_zeros` in `views.py`); ops whose
 rules are kernels or exercise pieces (cross-entropy, the fused transformer ops, index_select) are written from
 other ops instead, in `teenygrad.compiler.capture.nn`, so autograd records their pieces.
 """
