@@ -1,7 +1,8 @@
 """Chapter 10's compiler on chapter 9's training step: teenygrad compiled vs teenygrad eager vs PyTorch eager.
 
     python benchmarks/compile.py            # both models, and the cold and warm compile times (several minutes)
-    python benchmarks/compile.py --quick    # a smoke run: the small model, a few steps, no compile-time processes
+    python benchmarks/compile.py --quick    # the small model only, 5 steps (or --steps), no compile-time processes
+    python benchmarks/compile.py --smoke    # the smallest form (what the test suite runs): a tiny model, 3 steps
     python benchmarks/compile.py --steps 300 # more timed steps per model (default: 150 small, 30 wide)
 
 The step is chapter 9's: forward, zero_grad, backward, the gradient's norm clipped at 1.0, AdamW (betas 0.9 and
@@ -9,7 +10,8 @@ The step is chapter 9's: forward, zero_grad, backward, the gradient's norm clipp
 teenygrad compiles all of it with `tg.compile` (one trace, one program of generated numba kernels); eager
 teenygrad runs the same step op by op on chapter 9's hand-fused kernels, from the same initial weights, so the
 two must give the same losses (float32: chapter 9's tolerance, rtol 1e-3), which the script checks over every
-step it runs. PyTorch eager (when `import torch` works) runs the same model from its own initialisation. The
+step it runs. PyTorch eager (when torch is installed) runs the same model from its own initialisation, in a process
+of its own (`gpt.torch_child`: its thread pool and numba's would fight over the cores in one process). The
 frameworks are timed in alternation, batch by batch, in one run; the script prints the median and best ms per
 step and the ratios, one per line, for the book's model (4 layers, 4 heads, 128 wide, context 64, batch 12) and
 a wider one (6 layers, 6 heads, 384 wide, context 128, batch 8).
@@ -40,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt import TUNED, batches, torch_step  # noqa: E402  (tunes teenygrad, then imports torch when it is installed)
+from gpt import TUNED, batches, torch_child  # noqa: E402  (tunes teenygrad)
 
 import teenygrad as tg  # noqa: E402
 from teenygrad import optim  # noqa: E402
@@ -51,6 +53,8 @@ from _timing import alternate  # noqa: E402
 MODELS = {  # name -> (config, batch size)
     "shakespeare": (GPTConfig(vocab_size=73, block_size=64, n_layer=4, n_head=4, n_embd=128), 12),
     "wide": (GPTConfig(vocab_size=73, block_size=128, n_layer=6, n_head=6, n_embd=384), 8),
+    # --smoke's: the fewest kernels to compile (a cold compile of the small model takes a minute or more on 2 cores)
+    "tiny": (GPTConfig(vocab_size=73, block_size=16, n_layer=1, n_head=2, n_embd=32), 4),
 }
 STEPS_TIMED = {"shakespeare": 150, "wide": 30}  # default timed steps per framework (a wide step takes ~0.5 s)
 LR, MIN_LR, WARMUP, STEPS = 2e-3, 2e-4, 100, 2000  # chapter 9's recipe: warm-up, then a cosine
@@ -94,8 +98,8 @@ def teenygrad_steps(cfg: GPTConfig) -> tuple:
     return on_numpy(eager, opt), on_numpy(compiled, twin_opt), compiled
 
 
-def kernels_of(compiled: tg.compiler.Compiled) -> str:
-    program = compiled._last.program
+def kernels_of(compiled) -> str:
+    program = compiled.program
     distinct = len(re.findall(r"^def k\d+\(", program.source, re.M))
     return f"{len(program.schedule.kernels)} kernels ({distinct} distinct functions)"
 
@@ -114,11 +118,14 @@ def compare(name: str, steps: int) -> None:
           f"{os.environ.get('TEENYGRAD_CACHE_DIR') or 'the default directory'}); {kernels_of(program)}")
     fns = {"teenygrad eager": eager, "teenygrad compiled": compiled}
     try:
-        tstep, version, threads = torch_step(cfg, CLIP, BETAS)
-        fns[f"PyTorch {version} eager"] = tstep
+        child, label = torch_child(cfg, CLIP, BETAS)
+        fns[label] = child
     except ImportError:
-        print("PyTorch is not installed (import torch failed): timing teenygrad only")
+        child = None
+        print("PyTorch is not installed: timing teenygrad only")
     times, losses = alternate(fns, data[1:], warmup=2)
+    if child:
+        child.close()
     med = {}
     for label, t in times.items():
         med[label] = statistics.median(t)
@@ -139,12 +146,14 @@ def compare(name: str, steps: int) -> None:
         print(f"{name}: compiled teenygrad / {label} time per step: {med['teenygrad compiled'] / med[ratio]:.2f} "
               f"(in the quietest {len(quiet)} of {len(rounds)} rounds: "
               f"{calm['teenygrad compiled'] / calm[ratio]:.2f})")
+    if child is None:
+        print(f"{name}: compiled teenygrad / PyTorch eager time per step: skipped (PyTorch is not installed)")
 
 
 def child() -> None:
     """In a fresh process: the small model's first compiled calls, timed in parts (printed as one JSON line)."""
-    import teenygrad.compiler as compiler
     import teenygrad.compiler.backend as backend
+    import teenygrad.compiler.compiled as compiled_module  # where Compiled calls the back end
     parts = {"numba": 0.0}
 
     def timed(fn, key):
@@ -155,7 +164,7 @@ def child() -> None:
             parts[key] = parts.get(key, 0.0) + time.perf_counter() - t0
             return out
         return wrapper
-    compiler.compile_graph = timed(compiler.compile_graph, "back end")
+    compiled_module.compile_graph = timed(compiled_module.compile_graph, "back end")
     backend.compile_kernels = timed(backend.compile_kernels, "numba")  # when the back end compiles eagerly
     cfg, batch = MODELS["shakespeare"]
     _, compiled, _ = teenygrad_steps(cfg)
@@ -187,8 +196,9 @@ def compile_times() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, help="timed steps per framework and model (default: 150 for the small "
-                    "model, 30 for the wide one; --quick: 5)")
-    ap.add_argument("--quick", action="store_true", help="a smoke run: the small model only, no compile-time runs")
+                    "model, 30 for the wide one; --quick: 5; --smoke: 3)")
+    ap.add_argument("--quick", action="store_true", help="the small model only, no compile-time runs")
+    ap.add_argument("--smoke", action="store_true", help="the smallest form: a tiny model only, no compile-time runs")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one compile-time measurement
     args = ap.parse_args()
     if args.child:
@@ -196,10 +206,11 @@ def main() -> None:
     print("teenygrad.tune():", TUNED)
     import numba
     print(f"numba {numba.__version__}, {numba.get_num_threads()} threads")
-    if not args.quick:
+    if not (args.quick or args.smoke):
         compile_times()
-    for name in ["shakespeare"] if args.quick else list(MODELS):
-        compare(name, args.steps or (5 if args.quick else STEPS_TIMED[name]))
+    models = ["tiny"] if args.smoke else ["shakespeare"] if args.quick else ["shakespeare", "wide"]
+    for name in models:
+        compare(name, args.steps or (3 if args.smoke else 5 if args.quick else STEPS_TIMED[name]))
 
 
 if __name__ == "__main__":

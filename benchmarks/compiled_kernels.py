@@ -1,8 +1,10 @@
 """Generated kernels (chapter 10's compiler) against chapter 9's hand-written ones, in one run.
 
     python benchmarks/compiled_kernels.py
+    python benchmarks/compiled_kernels.py --quick    # a smoke run: the small model's shapes, all threads, few calls
 
-Each graph is built by hand from `teenygrad.compiler.ir` primitives, compiled with `compile_graph`, and timed against
+Each graph is built by hand from `teenygrad.compiler.ir` primitives, compiled with `teenygrad.compiler.compile_graph`
+(where `tg.compile`'s traces meet the back end), and timed against
 the hand-written kernel doing the same work (best of several calls, alternating, after a warm-up):
   - the attention softmax of the Shakespeare GPT (batch 12, 4 heads, context 64) and of the wider model
     (batch 8, 6 heads, context 128), rows of the (B, nh, T, T) scores, against `kernels.softmax`;
@@ -16,6 +18,7 @@ The script prints what it measured, whatever it is.
 """
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from pathlib import Path
@@ -24,8 +27,8 @@ import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from teenygrad import compiler  # noqa: E402
 from teenygrad.compiler import ir  # noqa: E402
-from teenygrad.compiler.backend import compile_graph  # noqa: E402
 from teenygrad.kernels import elementwise, fused  # noqa: E402
 from teenygrad.kernels import softmax as hand_softmax  # noqa: E402
 from teenygrad.kernels.layout import ints  # noqa: E402
@@ -60,35 +63,43 @@ def gelu(x):
     return ir.binary("mul", ir.binary("mul", c(0.5, x), x), ir.binary("add", c(1.0, x), ir.unary("tanh", inner)))
 
 
-def ratio(name: str, compiled, hand) -> None:
+def compile_graph(outputs):
+    return compiler.compile_graph(outputs, [])
+
+
+def ratio(quick: bool, name: str, compiled, hand) -> None:
     compiled(), hand()
-    for threads in (numba.config.NUMBA_NUM_THREADS, 1):
+    rounds, repeats, budget = (1, 5, 0.2) if quick else (3, 30, 1.0)
+    for threads in (numba.config.NUMBA_NUM_THREADS,) if quick else (numba.config.NUMBA_NUM_THREADS, 1):
         numba.set_num_threads(threads)
         tc, th = [], []
-        for _ in range(3):  # alternate, so a busy machine slows both alike
-            tc.append(best_time(compiled, 30, 1.0))
-            th.append(best_time(hand, 30, 1.0))
+        for _ in range(rounds):  # alternate, so a busy machine slows both alike
+            tc.append(best_time(compiled, repeats, budget))
+            th.append(best_time(hand, repeats, budget))
         c_, h_ = min(tc), min(th)
         print(f"{name:<50} {threads} thr  compiled {c_ * 1e6:8.1f} us   hand {h_ * 1e6:8.1f} us   ratio {c_ / h_:.2f}")
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the small model's shapes only, on all threads, few calls")
+    quick = ap.parse_args().quick
     rng = np.random.default_rng(0)
     dt = "float32"
-    for B, nh, T, C in ((12, 4, 64, 128), (8, 6, 128, 384)):
+    for B, nh, T, C in ((12, 4, 64, 128),) if quick else ((12, 4, 64, 128), (8, 6, 128, 384)):
         s = ir.Buffer("scores", (B, nh, T, T), dt, rng.standard_normal((B, nh, T, T)).astype(dt))
         prog = compile_graph([softmax(ir.load(s))])
         out = np.empty(s.array.size, dt)
         flat = s.array.reshape(-1)
-        ratio(f"attention softmax ({B},{nh},{T},{T})", lambda: prog([s.array]),
+        ratio(quick, f"attention softmax ({B},{nh},{T},{T})", lambda: prog([s.array]),
               lambda: hand_softmax.softmax(flat, 0, B * nh * T, T, T, 1, out))
         x = ir.load(s)
         scaled = ir.binary("mul", x, c(1 / math.sqrt(C // nh), x))
         mask = ir.binary("lt", ir.arange(s.shape, 2), ir.arange(s.shape, 3))
         masked = softmax(ir.where(mask, ir.const(float("-inf"), dt, s.shape), scaled))
         prog2 = compile_graph([masked])
-        ratio(f"  scale + causal mask + softmax ({B},{nh},{T},{T})", lambda: prog2([s.array]),
+        ratio(quick, f"  scale + causal mask + softmax ({B},{nh},{T},{T})", lambda: prog2([s.array]),
               lambda: hand_softmax.softmax(flat, 0, B * nh * T, T, T, 1, out))
 
         R = B * T
@@ -97,7 +108,7 @@ def main() -> None:
         Bb = ir.Buffer("b", (C,), dt, rng.standard_normal(C).astype(dt))
         prog3 = compile_graph([layer_norm(ir.load(X), ir.load(W), ir.load(Bb))])
         y, mean, rstd = np.empty((R, C), dt), np.empty(R, dt), np.empty(R, dt)
-        ratio(f"layer norm ({R},{C})", lambda: prog3([X.array, W.array, Bb.array]),
+        ratio(quick, f"layer norm ({R},{C})", lambda: prog3([X.array, W.array, Bb.array]),
               lambda: fused.layer_norm(X.array, W.array, Bb.array, 1e-5, y, mean, rstd))
 
         W1 = ir.Buffer("w1", (4 * C, C), dt, (rng.standard_normal((4 * C, C)) / math.sqrt(C)).astype(dt))
@@ -112,7 +123,7 @@ def main() -> None:
             matmul(X.array, W1.array.T, hh)
             fused.add_bias(hh, B1.array)
             elementwise.gelu(shape, hh.reshape(-1), strides, 0, gg)
-        ratio(f"linear + bias + GELU ({R},{C})@({C},{4 * C})", lambda: prog4([X.array, W1.array, B1.array]),
+        ratio(quick, f"linear + bias + GELU ({R},{C})@({C},{4 * C})", lambda: prog4([X.array, W1.array, B1.array]),
               hand_linear)
 
 

@@ -3,11 +3,14 @@
     python benchmarks/gpt.py                 # teenygrad, and PyTorch if it is installed (not a dependency)
     python benchmarks/gpt.py --fusions       # also: what each fused kernel buys (each one switched off)
     python benchmarks/gpt.py --steps 80      # more steps, a steadier median (default 40)
+    python benchmarks/gpt.py --quick         # a smoke run: 2 timed steps each
 
 Configuration (the book's): 4 layers, 4 heads, 128-wide embeddings, context 64, batch 12, LayerNorm, GELU,
 tied embeddings, AdamW. One step = forward, backward, optimizer update, on real batches of shakespeare.txt.
-The two frameworks are timed in alternation in one run (so a busy machine slows both alike) and the
-script prints milliseconds per step (median and best), tokens per second and the ratio.
+The two frameworks are timed in alternation in one run (so a busy machine slows both alike), each in a process of
+its own (PyTorch's steps run in a child process, `_timing.Child`, one at a time when the script asks: its thread pool
+and numba's would fight over the cores in one process); the script prints milliseconds per step (median and best),
+tokens per second and the ratio.
 """
 from __future__ import annotations
 
@@ -21,15 +24,10 @@ import numpy as np
 
 import teenygrad as tg
 
-# tune() before importing torch: PyTorch loads its libgomp.so.1 at import, numba's parallel kernels then share that
-# one OpenMP runtime, and it reads the spin count once, when it loads. Imported first, torch would fix the default
-# spin count for both frameworks, and tune() could only report that it came too late.
+# tune() sets the OpenMP spin count in the environment, before any OpenMP runtime loads: numba's here, and PyTorch's
+# libgomp.so.1 in the child process that times PyTorch (it inherits the environment). torch is never imported in
+# this process: loaded here, numba's parallel kernels would share its OpenMP runtime and its thread pool.
 TUNED = "skipped (--no-tune)" if "--no-tune" in sys.argv else tg.tune()
-
-try:
-    import torch
-except ImportError:
-    torch = None
 
 from teenygrad import functional as F  # noqa: E402
 from teenygrad import optim  # noqa: E402
@@ -37,7 +35,7 @@ from teenygrad.datasets import load_shakespeare  # noqa: E402
 from teenygrad.gpt import GPT, GPTConfig  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import alternate  # noqa: E402
+from _timing import Child, alternate, has_module  # noqa: E402
 
 CFG = GPTConfig(vocab_size=73,  # the characters of shakespeare.txt
                  block_size=64, n_layer=4, n_head=4, n_embd=128)
@@ -75,9 +73,9 @@ def teenygrad_step():
 
 
 def torch_step(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999)):
-    """PyTorch eager's step on the same model (its own random initialisation): forward, backward, (clip), AdamW."""
-    if torch is None:
-        raise ImportError("torch")
+    """PyTorch eager's step on the same model (its own random initialisation): forward, backward, (clip), AdamW.
+    Returns (step, (torch's version, its threads)); run it in a child process: `torch_child(...)`."""
+    import torch
     import torch.nn as tnn
     import torch.nn.functional as tF
 
@@ -125,7 +123,17 @@ def torch_step(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         return loss.item()
-    return step, torch.__version__, torch.get_num_threads()
+    return step, (torch.__version__, torch.get_num_threads())
+
+
+def torch_child(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999)) -> tuple[Child, str]:
+    """PyTorch eager's step (`torch_step`) in a process of its own, called like a step, and a label for it.
+    ImportError when torch is not installed."""
+    if not has_module("torch"):
+        raise ImportError("torch")
+    child = Child(torch_step, cfg, clip, betas)
+    version, threads = child.info
+    return child, f"PyTorch {version} eager"
 
 
 def time_steps(steps: dict, data: list, warmup: int = 3) -> dict[str, list[float]]:
@@ -142,34 +150,41 @@ def report(name: str, t: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=40, help="timed steps per framework (default 40)")
+    ap.add_argument("--steps", type=int, help="timed steps per framework (default 40; --quick: 2)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 timed steps after 1 warm-up step")
     ap.add_argument("--fusions", action="store_true", help="also time teenygrad with each fusion switched off")
     ap.add_argument("--no-tune", action="store_true",
                     help="skip teenygrad.tune() (OpenMP spin count, malloc thresholds), to measure what it buys")
     args = ap.parse_args()
     print("teenygrad.tune():", TUNED)
-    data = batches(args.steps + 3)
+    n, warmup = (args.steps or 2, 1) if args.quick else (args.steps or 40, 3)
+    data = batches(n + warmup)
     steps = {"teenygrad": teenygrad_step()}
     try:
-        tstep, version, threads = torch_step()
-        steps[f"PyTorch {version} eager"] = tstep
+        child, label = torch_child()
+        steps[label] = child
     except ImportError:
+        child = None
         print("PyTorch is not installed: timing teenygrad only (pip install torch==2.13.0 to compare)")
     print(f"GPT {CFG.n_layer} layers x {CFG.n_embd} wide, {CFG.n_head} heads, context {CFG.block_size}, "
-          f"batch {BATCH}; {args.steps} steps each, alternating")
-    times = time_steps(steps, data)
+          f"batch {BATCH}; {n} steps each, alternating" + (", PyTorch in a process of its own" if child else ""))
+    times = time_steps(steps, data, warmup)
+    if child:
+        child.close()
     meds = {name: report(name, t) for name, t in times.items()}
     if len(meds) == 2:
         tg_med, pt_med = meds.values()
         print(f"teenygrad / PyTorch time per step: {tg_med / pt_med:.2f}  "
               f"({'faster' if tg_med < pt_med else 'slower'} than PyTorch eager)")
+    else:
+        print("teenygrad / PyTorch time per step: skipped (PyTorch is not installed)")
     if args.fusions:
         print("\nwhat each fusion buys (teenygrad, that fusion switched off):")
         for name in ["all fused", *F.FUSIONS, "none fused"]:
             fn = teenygrad_step()
             off = () if name == "all fused" else tuple(F.FUSIONS) if name == "none fused" else (name,)
             with F.unfused(*off) if off else contextlib.nullcontext():
-                t = time_steps({name: fn}, data)[name]
+                t = time_steps({name: fn}, data, warmup)[name]
             report(name if off == () or name == "none fused" else f"without fused {name}", t)
 
 

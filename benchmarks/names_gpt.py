@@ -3,6 +3,7 @@ scalar `Value`s (pure Python, one graph node per number), in one run.
 
     python benchmarks/names_gpt.py                  # 30 scalar steps, 300 teenygrad steps
     python benchmarks/names_gpt.py --scalar-steps 10
+    python benchmarks/names_gpt.py --quick          # a smoke run: 2 scalar steps, 10 teenygrad steps
 
 Model: 1 layer, 16-wide embeddings, 4 heads, context 16, RMSNorm, ReLU, no biases, 27 symbols
 (4,192 parameters); one name per step, Adam at lr 0.01 with linear decay. Both start from the same
@@ -37,9 +38,12 @@ def documents(n: int) -> list[list[int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scalar-steps", type=int, default=30)
-    ap.add_argument("--steps", type=int, default=300, help="teenygrad steps (default 300)")
+    ap.add_argument("--scalar-steps", type=int, help="scalar steps (default 30; --quick: 2)")
+    ap.add_argument("--steps", type=int, help="teenygrad steps (default 300; --quick: 10)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 scalar steps, 10 teenygrad steps")
     args = ap.parse_args()
+    args.scalar_steps = args.scalar_steps or (2 if args.quick else 30)
+    args.steps = args.steps or (10 if args.quick else 300)
     tg.tune()  # the settings a training script asks for (teenygrad.tuning)
     docs = documents(max(args.steps, args.scalar_steps) + 1)
 

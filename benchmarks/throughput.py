@@ -19,6 +19,9 @@ Three tables:
 
 Times are the best of several repeats after a warm-up call (compilation and first-touch page faults are not
 timed): the machine may be shared, and the best repeat is the honest estimate of what the code costs.
+teenygrad and numpy are timed in one process here: numpy's side is its ufuncs and sums, which run on the calling
+thread (no BLAS, no thread pool of numpy's to fight numba's; benchmarks/matmul.py, which times BLAS, uses two
+processes). The last line gives the geometric mean of the teenygrad/numpy speed ratios.
 """
 from __future__ import annotations
 
@@ -179,6 +182,11 @@ def main(argv: list[str] | None = None) -> dict:
     for key, r in results["reductions"].items():
         print(f"{key:>14} {r['teenygrad_gbs']:15.1f} {r['numpy_gbs']:11.1f} {r['ratio']:9.2f}", flush=True)
 
+    ew = [r["ratio"] for r in results["elementwise"].values()]
+    red = [r["ratio"] for r in results["reductions"].values()]
+    results["geomean_ratio"] = {"elementwise": float(np.exp(np.mean(np.log(ew)))),
+                                "reductions": float(np.exp(np.mean(np.log(red))))}
+
     results["bandwidth_gbs"] = bandwidth_gbs(big, repeats=5 if not args.quick else 2)
     results["peak_gflops"] = peak_gflops(threads, n=2_000_000 if not args.quick else 200_000)
     results["peak_gflops_one_thread"] = peak_gflops(1, n=2_000_000 if not args.quick else 200_000)
@@ -188,6 +196,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"peak float32 FMA throughput: {results['peak_gflops']:.0f} GFLOPS on {threads} threads, "
           f"{results['peak_gflops_one_thread']:.0f} on one")
     print(f"ridge point (peak / bandwidth): {results['peak_gflops'] / bw['best']:.1f} FLOP/byte")
+    print(f"teenygrad/numpy speed, geometric mean: elementwise {results['geomean_ratio']['elementwise']:.2f}, "
+          f"reductions {results['geomean_ratio']['reductions']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
