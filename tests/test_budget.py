@@ -23,9 +23,11 @@ from conftest import REPO
 # compiler's later work: Adam's update fused per parameter, one cat from padded gradients, triangles.py (products
 # that skip a causal mask's zeros), softmax's row buffer, schedule orders, transpose_products, causal rows and column
 # blocks, the vector micro-kernel, kernel caches stamped with all kernels' source, column sums sharing a loop over
-# rows, and codegen.py's split in two.
-MAX_PACKAGE_LINES = 7550  # 7,383 code lines today, rounded up to 7,400, + 150 (2%) headroom
-MAX_MODULE_LINES = 350  # the biggest today: schedule.py 338, tape.py 287, tensor.py 276, kernels/elementwise.py 262
+# rows, and codegen.py's split in two: 7,383 at 824daae. Then +104 for the compiler as one package, split by idea
+# (schedule() in named phases, codegen in five modules, their shared names public: imports and signatures) and the map
+# of old module paths that keeps a learner's older mine/ files importing: 7,487.
+MAX_PACKAGE_LINES = 7650  # 7,487 code lines, + ~2% headroom
+MAX_MODULE_LINES = 350  # the biggest: tape.py 287, tensor.py 276, kernels/elementwise.py 262, compiler/capture/ops.py 251
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
             tokenize.ENDMARKER}
