@@ -13,7 +13,7 @@ help:
 	@echo "make check-book  open every page of the built book in headless chromium: no console errors, all math typeset"
 	@echo "make test        the linter (ruff), then the whole test suite"
 	@echo "make lint        the linter alone (configured in pyproject.toml)"
-	@echo "make lab         open the exercises in JupyterLab"
+	@echo "make lab         JupyterLab on the repository: the chapters to read, the exercises to solve"
 	@echo "make check NB=exercises/01-regression.ipynb   grade one notebook"
 	@echo "make exercises   regenerate exercises/ from solutions/ (nbgrader)"
 	@echo "make mine        which pieces of teenygrad are yours (recorded in mine/ by make check), which the book's"
@@ -48,7 +48,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab exercises/
+	$(BIN)/jupyter lab --ServerApp.root_dir=. chapters/01-regression.ipynb exercises/01-regression.ipynb
 
 check: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make check NB=exercises/01-regression.ipynb"; exit 2; }
