@@ -4,7 +4,7 @@ Each fixture is built from the released exercise (stubs) or from it solved with 
 mutated the way a careless or hostile learner might. `EXPECTED[name] = (score, text)`: the exact score
 out of 8, and a piece of text the instructor must see in the reasons ("" where any reason will do; every
 lost point must come with some reason).
-Points: ridge_gradient 2, fit_ridge 2, unstandardize 2, kfold_rmse 2.
+Points: ridge_gradient 2, closed_form 2, gradient_descent 1, standardize 1, cross_validation 2.
 """
 from __future__ import annotations
 
@@ -16,13 +16,17 @@ import nbformat
 from autograder import course
 
 ASSIGNMENT = "01-regression"
-PARTS = ["ridge_gradient", "fit_ridge", "unstandardize", "kfold_rmse"]
+PARTS = ["ridge_gradient", "closed_form", "gradient_descent", "standardize", "cross_validation"]
 # functions with the right shapes and the wrong values
 WRONG = {
     "ridge_gradient": "def ridge_gradient(X, y, w, lam):\n    return np.zeros(len(w))",
-    "fit_ridge": "def fit_ridge(X, y, lam):\n    return np.zeros(X.shape[1])",
-    "unstandardize": "def unstandardize(w, mean, std):\n    return np.array(w, dtype=float)",
-    "kfold_rmse": "def kfold_rmse(X, y, k, fit, seed=0):\n    return np.zeros(k)",
+    "closed_form": "def solve_spd(A, b):\n    return np.zeros(len(b))\n\n\ndef fit_ridge(X, y, lam):\n    return np.zeros(X.shape[1])",
+    "gradient_descent": "def gradient_descent(loss, grad, w0, lr, max_steps=10_000, tol=1e-6):\n"
+                        "    return np.array(w0, dtype=float), np.array([loss(w0)])",
+    "standardize": "def standardize(X_train, X_test, eps=1e-12):\n    return X_train, X_test, X_train.mean(0), X_train.std(0)\n\n\n"
+                   "def unstandardize(w, mean, std, y_mean=0.0, y_std=1.0):\n    return np.array(w, dtype=float)",
+    "cross_validation": "def kfold_rmse(X, y, k, fit, seed=0):\n    return np.zeros(k)\n\n\n"
+                        "def choose_lambda(X, y, lams, k, fit, seed=0):\n    return 0.0, np.zeros((len(lams), k))",
 }
 
 
@@ -157,7 +161,7 @@ def notebooks(course_root) -> dict[str, bytes]:
     """name -> the bytes of the submission file."""
     nbs = {
         "honest-full": solved(),
-        "honest-partial": solved(["ridge_gradient", "fit_ridge"]),
+        "honest-partial": solved(["ridge_gradient", "closed_form"]),
         "stub": exercise(),
         "edited-tests-stub": with_tests(exercise(), _edit),
         "edited-tests-solved": with_tests(solved(), _edit),
@@ -169,22 +173,22 @@ def notebooks(course_root) -> dict[str, bytes]:
         "duplicated-cells": (lambda nb: nb.cells.extend(copy.deepcopy(nb.cells[3:8])) or nb)(solved()),
         "swallow-errors-wrong": insert_after(wrong(exercise()), None, SWALLOW_ERRORS),
         "patch-numpy-wrong": insert_after(wrong(exercise()), None, PATCH_NUMPY),
-        "patch-eq-wrong": insert_after(wrong(exercise()), "kfold_rmse", PATCH_EQ),
+        "patch-eq-wrong": insert_after(wrong(exercise()), "cross_validation", PATCH_EQ),
         "patch-builtins-wrong": insert_after(wrong(exercise()), None, PATCH_BUILTINS),
         "read-secrets": _after_each_part(exercise(), read_secrets(course_root)),
         "write-gradebook": insert_after(solved(), None, write_gradebook(course_root)),
-        "os-exit": insert_after(solved(), "test_fit_ridge", "import os\nos._exit(1)"),
-        "sys-exit": insert_after(solved(), "test_fit_ridge", "import sys\nsys.exit(3)"),
-        "raise-systemexit": insert_after(solved(), "test_fit_ridge", "raise SystemExit"),
-        "kill-parent": insert_after(solved(), "test_fit_ridge", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
-        "python-loop": insert_after(solved(), "test_fit_ridge", "while True:\n    pass"),
-        "numba-loop": insert_after(solved(), "test_fit_ridge", NUMBA_SPIN),
-        "memory-bomb": insert_after(solved(), "test_fit_ridge", "hog = bytearray(64 * 2**30)"),
-        "fork-bomb": insert_after(solved(), "test_fit_ridge", FORK_BOMB),
+        "os-exit": insert_after(solved(), "test_closed_form", "import os\nos._exit(1)"),
+        "sys-exit": insert_after(solved(), "test_closed_form", "import sys\nsys.exit(3)"),
+        "raise-systemexit": insert_after(solved(), "test_closed_form", "raise SystemExit"),
+        "kill-parent": insert_after(solved(), "test_closed_form", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        "python-loop": insert_after(solved(), "test_closed_form", "while True:\n    pass"),
+        "numba-loop": insert_after(solved(), "test_closed_form", NUMBA_SPIN),
+        "memory-bomb": insert_after(solved(), "test_closed_form", "hog = bytearray(64 * 2**30)"),
+        "fork-bomb": insert_after(solved(), "test_closed_form", FORK_BOMB),
         "big-output": insert_after(solved(), "test_ridge_gradient", "print('x' * 100_000_000)"),
         "huge-image": insert_after(solved(), "test_ridge_gradient", HUGE_IMAGE),
-        "sysv-ipc": insert_after(solved(), "test_fit_ridge", SYSV_IPC),
-        "disk-hog": insert_after(solved(), "test_fit_ridge", DISK_HOG),
+        "sysv-ipc": insert_after(solved(), "test_closed_form", SYSV_IPC),
+        "disk-hog": insert_after(solved(), "test_closed_form", DISK_HOG),
     }
     files = {name: nbformat.writes(nb).encode() for name, nb in nbs.items()}
     files["nbformat3"] = nbformat.writes(nbformat.convert(solved(), 3), version=3).encode()

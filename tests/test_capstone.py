@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,13 +117,20 @@ def test_a_wrong_piece_misses_the_band(tmp_path):
     assert report["points"]["names"] == report["points"]["shakespeare"] == 0
 
 
+def first_function(code: str) -> str:
+    """The name of the first function a solution cell defines: the piece a fake part is made of."""
+    return re.search(r"^def (\w+)\(", code, re.M).group(1)
+
+
 # --- an instructor's view: a learner's graded submissions -----------------------------------------------------------
 
 def test_mine_from_a_course_takes_the_parts_with_full_marks(tmp_path, monkeypatch):
     assignment = "01-regression"
     nb = nbformat.read(REPO / "solutions" / f"{assignment}.ipynb", as_version=4)
-    parts = list(mine.notebook_cells(nb)[1])
-    pieces = {p: [edition.Piece(assignment, p, "teenygrad.fake", p, Path("fake.py"), 1)] for p in parts}
+    cells = mine.notebook_cells(nb)[1]
+    parts = list(cells)
+    pieces = {p: [edition.Piece(assignment, p, "teenygrad.fake", first_function(cells[p]), Path("fake.py"), 1)]
+              for p in parts}
     monkeypatch.setattr(mine.edition, "parts", lambda a: pieces if a == assignment else {})
     graded = tmp_path / "course" / "autograded" / "ann" / assignment
     graded.mkdir(parents=True)
@@ -143,8 +151,10 @@ def test_keep_mine_writes_a_learners_pieces_and_never_overwrites(tmp_path, monke
 
     assignment = "01-regression"
     nb = nbformat.read(REPO / "solutions" / f"{assignment}.ipynb", as_version=4)
-    parts = list(mine.notebook_cells(nb)[1])
-    pieces = {p: [edition.Piece(assignment, p, "teenygrad.fake", p, Path("fake.py"), 1)] for p in parts}
+    cells = mine.notebook_cells(nb)[1]
+    parts = list(cells)
+    pieces = {p: [edition.Piece(assignment, p, "teenygrad.fake", first_function(cells[p]), Path("fake.py"), 1)]
+              for p in parts}
     monkeypatch.setattr(mine.edition, "parts", lambda a: pieces if a == assignment else {})
     monkeypatch.setattr(capstone, "grade", lambda folder, form, log=print: None)  # no training here
     monkeypatch.setattr(capstone, "print_report", lambda report: None)
