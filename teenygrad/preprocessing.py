@@ -74,7 +74,8 @@ def unstandardize(w: np.ndarray, mean: np.ndarray, std: np.ndarray, y_mean: floa
     With $z_j = (x_j - \\mu_j)/\\sigma_j$ (`mean`, `std`, as `standardize` returns them) and a target that was
     standardized too, $(y - $ `y_mean`$)/$ `y_std` (the defaults 0 and 1: a raw target), the raw model
     $v_0 + \\sum_j v_j x_j$ must equal $\\text{y\\_mean} + \\text{y\\_std}\\,(w_0 + \\sum_j w_j z_j)$ for every x.
-    Returns a new (d + 1,) array. Raises ValueError when w does not have one weight per feature plus the bias,
+    Returns a new (d + 1,) array. w is 1-D: a regularisation path goes back one row at a time. Raises ValueError
+    when w does not have one weight per feature plus the bias,
     or when a std (or y_std) is not positive."""
     w, mean, std = (np.asarray(a, dtype=np.float64) for a in (w, mean, std))
     if w.ndim != 1 or mean.shape != (len(w) - 1,) or std.shape != mean.shape:

@@ -38,9 +38,10 @@ def ridge_loss(X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float = 0.0) ->
 
 @exercise("01-regression", "ridge_gradient")
 def ridge_gradient(X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float) -> np.ndarray:
-    """The gradient of `ridge_loss` with respect to w: $\\frac2n X^\\top (Xw - y) + 2\\lambda (0, w_1, \\dots)$.
+    """The gradient of `ridge_loss` with respect to w (derive it: the chapter's MSE gradient, plus the penalty's,
+    which leaves the bias w_0 alone).
 
-    Returns a new (d,) array; w is not changed."""
+    Returns a new (d,) array; w is not changed. No input checks: X (n, d), y (n,) and w (d,) are taken as given."""
     penalty = 2.0 * lam * w
     penalty[0] = 0.0  # the bias is not penalised
     return 2.0 / len(y) * X.T @ (X @ w - y) + penalty
@@ -53,9 +54,10 @@ def solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     then $L^\\top x = z$ backwards. No inverse is formed; A and b are not changed.
 
     Column j of L: $L_{jj} = \\sqrt{A_{jj} - \\sum_{k<j} L_{jk}^2}$ and $L_{ij} = (A_{ij} - \\sum_{k<j} L_{ik}
-    L_{jk}) / L_{jj}$ for i > j. The number under the root is the *pivot*; raises ValueError when a pivot is at
-    most 1e-12 times the largest diagonal entry of A: A is singular (or not positive definite) to working
-    precision, where a pivot of a singular A is rounding noise, about 1e-16 of that entry."""
+    L_{jk}) / L_{jj}$ for i > j. The number under the root is the *pivot*; raises ValueError when a pivot is not
+    greater than 1e-12 times the largest diagonal entry of A (a NaN pivot, or a largest diagonal entry <= 0,
+    included): A is singular (or not positive definite) to working precision, where a pivot of a singular A is
+    rounding noise, about 1e-16 of that entry."""
     A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
     d = len(A)
     L = np.zeros((d, d))
@@ -80,7 +82,8 @@ def fit_ridge(X: np.ndarray, y: np.ndarray, lam: float | np.ndarray) -> np.ndarr
     """The w minimising `ridge_loss`. Setting its gradient to zero gives the d x d system
     $(X^\\top X + n\\lambda D)\\, w = X^\\top y$, $D$ the identity except $D_{00} = 0$, solved with `solve_spd`
     (never inverted): its matrix is symmetric, and positive definite unless lam = 0 and the columns of X are
-    linearly dependent. With lam > 0 and a bias column of ones there is one solution even when n < d.
+    linearly dependent. With lam > 0 and a bias column of ones there is one solution even when n < d (though a lam
+    so small that the matrix is singular to working precision is refused by `solve_spd`, as lam = 0 would be).
 
     `lam` is a number (returns w, shape (d,)) or a 1-D array of them, a *regularisation path* (returns one row of
     weights per lam, shape (len(lam), d)); $X^\\top X$ and $X^\\top y$ are formed once for the whole path.
@@ -113,7 +116,8 @@ def gradient_descent(loss: Callable[[np.ndarray], float], grad: Callable[[np.nda
 
     Returns the final w and the losses: loss(w0), then the loss after every step taken (so len = steps + 1).
     Raises ValueError when lr <= 0, max_steps < 0 or tol < 0, and when a step makes the loss not finite or larger
-    than loss(w0): gradient descent has diverged (the learning rate is too large for this loss)."""
+    than loss(w0): gradient descent has diverged (the learning rate is too large for this loss). The comparison is
+    strict and exact: started at the minimum with tol = 0, a rise by rounding alone also raises."""
     if not lr > 0 or max_steps < 0 or not tol >= 0:
         raise ValueError(f"gradient_descent: need lr > 0, max_steps >= 0, tol >= 0; got {lr}, {max_steps}, {tol}")
     w = np.array(w0, dtype=np.float64)  # a copy: w0 is the caller's
