@@ -222,9 +222,13 @@ def load_mine(folder: Path | None = None) -> list[tuple[str, str]]:
             continue
         for part in namespace.get("PARTS", []):
             names = [p.name for p in parts(assignment).get(part, []) if not p.kernel]
+            if not names:  # the exercise has changed since the file was recorded
+                print(f"teenygrad: {path} lists part {part!r}, which is no longer a piece of exercise {assignment}; "
+                      "it is ignored", file=sys.stderr)
+                continue
             missing = [n for n in names if n not in namespace]
-            if not names or missing:
-                print(f"teenygrad: {path} lists part {part!r} but does not define {', '.join(missing) or 'it'}; "
+            if missing:
+                print(f"teenygrad: {path} lists part {part!r} but does not define {', '.join(missing)}; "
                       "the book's piece is used", file=sys.stderr)
                 continue
             install(assignment, part, *(namespace[n] for n in names), origin=str(path))
