@@ -170,15 +170,14 @@ def basic_index(t: TensorViews, key: tuple) -> TensorViews:
     return t._make(t._buf, shape, strides, offset)
 
 
-@exercise("02-tensors", "index_view")
+@exercise("02-tensors", "indexing")
 def index_view(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
                key: tuple) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    """The (shape, strides, offset) of t[key], for t with (shape, strides, offset) and a key of ints, slices,
-    None (a new axis of size 1) and at most one Ellipsis (every axis the rest of the key leaves): walk the key,
-    consuming one axis per int or slice; the axes after the key are kept whole. An int i picks index i (from the
-    end when negative) and drops the axis; it must satisfy -n <= i < n (IndexError otherwise). A slice keeps
-    `range(*k.indices(n))` of the axis: the offset moves to its first index (not when it is empty) and the
-    stride is multiplied by its step. More ints and slices than axes, or two Ellipsis, raise IndexError."""
+    """The (shape, strides, offset) of t[key], for t with (shape, strides, offset): read `parse_key(shape, key)`
+    (its checks and errors are this function's), one entry per axis of the result or of t. None adds an axis of
+    size 1 and stride 0. An int i drops its axis and moves the offset to index i of it. A slice's (start, stop,
+    step) keeps len(range(start, stop, step)) indices: the stride is multiplied by step, and the offset moves to
+    index start (not when the slice is empty: a view without elements reads nothing)."""
     new_shape, new_strides, d = [], [], 0
     for k in parse_key(shape, key):
         if k is None:
@@ -197,12 +196,16 @@ def index_view(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
     return tuple(new_shape), tuple(new_strides), offset
 
 
+@exercise("02-tensors", "indexing")
 def parse_key(shape: tuple[int, ...], key: tuple) -> list[None | int | tuple[int, int, int]]:
-    """Basic indexing's key checked and spelled out, one entry per axis it touches: None (a new axis of size 1),
-    an int (the index picked, counted from 0: the axis is dropped) or a slice's (start, stop, step) as
-    `slice.indices` gives it; the Ellipsis becomes whole slices of the axes it stands for, and the axes after the
-    key whole slices too. The one parser of keys: eager views (`index_view`) and lazy ones (`compiler.capture`)
-    both read it. Raises IndexError for more ints and slices than axes, two Ellipsis or an int out of range."""
+    """Basic indexing's key checked and spelled out, one entry per axis it touches, in order: None (a new axis of
+    size 1), an int (the index picked, counted from 0: a negative i counts from the end; the axis is dropped) or
+    a slice's (start, stop, step) as `slice.indices` gives it for the axis; the Ellipsis becomes whole slices,
+    (0, n, 1), of the axes it stands for (as many as the key's ints and slices leave, possibly none), and the axes
+    after the key whole slices too. Key items are ints (anything `operator.index` takes), slices, None and
+    Ellipsis; another item raises TypeError. IndexError for more ints and slices than axes, for two Ellipsis, and
+    for an int i outside -n <= i < n of its axis. The one parser of keys: eager views (`index_view`) and lazy ones
+    (`compiler.capture`) both read it."""
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if consumed > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")

@@ -1,12 +1,13 @@
-"""Chapter 2's pieces: teenygrad's coalesce, index_view and view_strides against numpy and brute force, the
-02-tensors judge against the solutions notebook (and plausible wrong answers against it), the chapter's
-structure and the figures it states."""
+"""Chapter 2's pieces: teenygrad's coalesce, parse_key and index_view, view_strides and the copy kernel against
+numpy and brute force, the 02-tensors judge against the solutions notebook (and plausible wrong answers against it),
+the solutions' distance from the chapter's code, and the figures the chapter states."""
 from __future__ import annotations
 
 import contextlib
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,16 +15,19 @@ from hypothesis import strategies as st
 
 import teenygrad as tg
 from autograder.judges.tensors import PARTS, _positions, _reachable
+from teenygrad.compiler.capture.views import index_plan
 from teenygrad.grading import GRADING_DIR_ENV
+from teenygrad.kernels import movement
+from teenygrad.kernels.jit import JIT_ENABLED
 from teenygrad.kernels.layout import coalesce, view_strides
-from teenygrad.tensor_views import index_view
+from teenygrad.tensor_views import index_view, parse_key
 
 from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "02-tensors.ipynb"
 SOLUTIONS = REPO / "solutions" / "02-tensors.ipynb"
-POINTS = {"coalesce": 2, "index_view": 3, "view_strides": 3}
+POINTS = {"coalesce": 2, "indexing": 3, "view_strides": 3, "copy": 2}
 
 
 def element_strides(arr: np.ndarray) -> tuple[int, ...]:
@@ -84,6 +88,22 @@ def test_index_view_is_numpys_view(problem, data):
     assert got[0] == want.shape
     if want.size:
         assert got == _layout(want, base)
+    # the compiler's lazy plan reads the same parser: its slices of x pick numpy's elements
+    spec, shape = index_plan(x.shape, key)
+    assert len(spec) == x.ndim and len(parse_key(x.shape, key)) >= x.ndim and shape == want.shape
+    picked = x[np.ix_(*(np.arange(*s) for s in spec))] if x.ndim else x
+    assert np.array_equal(picked.reshape(shape), want)
+
+
+def test_parse_key_spells_out_every_axis_and_refuses_what_numpy_refuses():
+    assert parse_key((4, 5, 6), (1, Ellipsis, None)) == [1, (0, 5, 1), (0, 6, 1), None]
+    assert parse_key((4, 5), (np.int64(-1),)) == [3, (0, 5, 1)]
+    assert parse_key((), (None,)) == [None]
+    with pytest.raises(TypeError, match="unsupported index"):
+        parse_key((4,), (1.5,))
+    for key in [(4,), (0, 0), (Ellipsis, Ellipsis)]:
+        with pytest.raises(IndexError):
+            parse_key((4,), key)
 
 
 @settings(deadline=None, max_examples=150)
@@ -107,6 +127,30 @@ def test_view_strides_exists_exactly_when_brute_force_finds_strides(problem, dat
         assert got is None
 
 
+@settings(deadline=None, max_examples=120)
+@given(numpy_views(), st.lists(st.sampled_from([1, 2, -1, -2]), min_size=4, max_size=4),
+       st.sampled_from([np.float64, np.float32, np.int64]))
+def test_the_copy_kernel_writes_exactly_the_destinations_elements(problem, steps, dtype):
+    x, xbase = problem  # any view: permuted, stepped, reversed, broadcast
+    out = np.arange(-1, -1 - 2 ** x.ndim * max(x.size, 1), -1).astype(dtype)  # the destination's buffer
+
+    def destination(buf):  # a stepped, maybe reversed view of x's shape in the middle of buf
+        if not x.ndim:
+            return buf.reshape(())
+        wide = buf.reshape(tuple(2 * n for n in x.shape))
+        return wide[tuple(slice(None, None, s) for s in steps[:x.ndim])][tuple(slice(0, n) for n in x.shape)]
+
+    want = out.copy()
+    destination(want)[...] = x  # numpy's copy, with its cast
+    shape, src_strides, src_offset = _layout(x, xbase)
+    _, dst_strides, dst_offset = _layout(destination(out), out)
+    if not shape:  # the kernel's convention: at least one dimension
+        shape, src_strides, dst_strides = (1,), (0,), (0,)
+    ints = lambda values: np.array(values, dtype=np.int64)  # noqa: E731
+    movement.copy(ints(shape), xbase, ints(src_strides), src_offset, out, ints(dst_strides), dst_offset)
+    assert np.array_equal(out, want)
+
+
 def test_tensor_view_and_reshape_use_view_strides():
     t = tg.tensor(np.arange(24.0).reshape(2, 3, 4))
     v = t.T.view(2, 2, 3, 2)
@@ -118,11 +162,24 @@ def test_tensor_view_and_reshape_use_view_strides():
 
 # --- the judge against the solutions notebook --------------------------------------------------------------------
 
+def _kernel_without_cache(fn=None, **options):
+    """teenygrad.kernels.kernel without the disk cache, which needs a source file (exec'd cells have none), and
+    with bounds checks: a wrong kernel below writes outside its buffer, which must raise, not corrupt memory."""
+    wrap = numba.njit(boundscheck=True, **options) if JIT_ENABLED else (lambda f: f)
+    return wrap(fn) if fn is not None else wrap
+
+
+def _notebook_namespace(transform=None) -> tuple[dict, dict]:
+    """The solutions notebook's definitions, with numba's disk cache off for part 4's kernel."""
+    return notebook_namespace(SOLUTIONS, transform, after_exec=lambda ns: ns.__setitem__("kernel", _kernel_without_cache))
+
+
 def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
     """The hidden tests, with the notebook's functions installed in teenygrad (as its test cells do first)."""
     with contextlib.ExitStack() as stack:
-        for part in PARTS:
-            stack.enter_context(tg.edition.installed("02-tensors", part, namespace[part]))
+        for part, pieces in tg.edition.parts("02-tensors").items():
+            fns = [namespace[p.name] for p in pieces if not p.kernel]
+            stack.enter_context(tg.edition.installed("02-tensors", part, *fns))
         return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
 
 
@@ -138,7 +195,7 @@ def test_solutions_notebook_matches_the_judge():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch):
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = notebook_namespace(SOLUTIONS)
+    namespace, hidden = _notebook_namespace()
     assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
 
 
@@ -147,11 +204,21 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
     "coalesce keeps size-1 dims": ("coalesce", "dims = [d for d, n in enumerate(shape) if n != 1]",
                                    "dims = list(range(len(shape)))"),
     "coalesce never merges": ("coalesce", "new_shape[-1] *= n", "raise ValueError"),
-    "index ignores negative ints": ("index_view", "offset += (k % shape[d]) * strides[d]", "offset += k * strides[d]"),
-    "index without bounds check": ("index_view", "if not -shape[d] <= k < shape[d]:", "if False:"),
-    "index: Ellipsis takes every axis": ("index_view", "for _ in range(len(shape) - consumed):", "for _ in range(len(shape) - d):"),
+    "index ignores negative ints": ("indexing", "entries.append(i + size if i < 0 else i)", "entries.append(i)"),
+    "index without bounds check": ("indexing", "if i < -size or i >= size:", "if False:"),
+    "index: Ellipsis takes every axis": ("indexing", "for _ in range(len(shape) - len(taking)):",
+                                         "for _ in range(len(shape) - axis):"),
+    "parse_key forgets the axes after the key": ("indexing", "return entries + [(0, n, 1) for n in shape[axis:]]",
+                                                 "return entries"),
     "view merges without the contiguity check": ("view_strides", "                    return None", "                    pass"),
     "view uses the outer stride": ("view_strides", "stride = old[o][1]  #", "stride = old[o - (d - first > 1)][1]  #"),
+    "copy ignores the source's offset": ("copy", "read, write, rest = src_offset, dst_offset, r",
+                                         "read, write, rest = 0, dst_offset, r"),
+    "copy moves along the destination's rows with the source's strides": ("copy", "write += digit * dst_strides[d]",
+                                                                         "write += digit * src_strides[d]"),
+    "copy forgets the rows' digits past the first": ("copy", "rest //= shape[d]", "rest = 0"),
+    "copy writes the destination contiguously": ("copy", "dst[write + j * dst_strides[last]]",
+                                                 "dst[r * shape[last] + j]"),
 }
 
 
@@ -159,8 +226,39 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
 def test_judge_rejects_wrong_answers(mistake, tmp_path, monkeypatch):
     part, old, new = WRONG[mistake]
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
-    namespace, hidden = notebook_namespace(SOLUTIONS, replacing(part, old, new))
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
     assert _run_hidden(namespace, hidden, [part], tmp_path, seed=5)[part] is not None, mistake
+
+
+def _shape_of_line(line: str) -> str:
+    """A line of code with its names and numbers blanked: two lines of the same shape differ only in those."""
+    import io
+    import keyword
+    import tokenize
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return line.strip()
+    return " ".join("N" if t.type == tokenize.NAME and not keyword.iskeyword(t.string) else "0" if t.type ==
+                    tokenize.NUMBER else t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL,
+                                                                                  tokenize.NEWLINE, tokenize.ENDMARKER))
+
+
+def _code_lines_of(source: str) -> list[str]:
+    return [shape for line in source.splitlines() if (shape := _shape_of_line(line)) and "### " not in line]
+
+
+def test_no_solution_repeats_four_lines_of_the_chapters_code():
+    """The exercise asks for what the chapter explains without writing out: no run of four lines of a solution
+    cell has the shape of four consecutive lines of a code cell of the chapter."""
+    import nbformat
+    chapter = [_code_lines_of(c.source) for c in nbformat.read(CHAPTER, as_version=4).cells if c.cell_type == "code"]
+    runs = {tuple(lines[i:i + 4]) for lines in chapter for i in range(len(lines) - 3)}
+    solutions, _ = solution_cells(SOLUTIONS)
+    for part, source in solutions.items():
+        lines = _code_lines_of(source)
+        shared = [lines[i:i + 4] for i in range(len(lines) - 3) if tuple(lines[i:i + 4]) in runs]
+        assert not shared, f"part {part} repeats the chapter's code: {shared[0]}"
 
 
 # The chapter's structure (title, headings, no outputs, exercise link): tests/test_notebooks.py

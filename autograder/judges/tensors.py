@@ -1,22 +1,28 @@
 """Judge for assignment 02-tensors: views, the arithmetic teenygrad runs on (exercises/02-tensors.ipynb).
 
-The learner writes three pieces of teenygrad (`@exercise`): `coalesce` and `view_strides` in
-`teenygrad/kernels/layout.py`, `index_view` in `teenygrad/tensor_views.py`. Each hidden test installs the
-learner's function and runs teenygrad on it, on tensors the hidden cell builds straight from a layout the
-judge draws (`Tensor._make(buffer, shape, strides, offset)`): no other piece of this exercise is used to build
-them, so each part scores on its own. The layouts include size-0 and size-1 dimensions, negative strides and
-stride 0. References are numpy on the same layouts (`np.lib.stride_tricks.as_strided`) and plain Python
-written from the definitions:
+The learner writes four pieces of teenygrad (`@exercise`): `coalesce` and `view_strides` in
+`teenygrad/kernels/layout.py`, `parse_key` and `index_view` (the part `indexing`) in `teenygrad/tensor_views.py`,
+and the strided `copy` kernel in `teenygrad/kernels/movement.py`. Each hidden test installs the learner's
+function and runs teenygrad on it, on tensors the hidden cell builds straight from a layout the judge draws
+(`Tensor._make(buffer, shape, strides, offset)`): no other piece of this exercise is used to build them, and the
+one the copy's launcher calls (`coalesce`) is the hidden cell's own stand-in, so each part scores on its own.
+The layouts include size-0 and size-1 dimensions, negative strides and stride 0. References are numpy on the
+same layouts (`np.lib.stride_tricks.as_strided`) and plain Python written from the definitions:
 
 * `coalesce`: the coalesced shape and strides are unique (drop size-1 dims, merge neighbours while every
   operand allows it), so they are compared exactly; and an add and a multiply of two views through teenygrad,
   whose elementwise kernels run on the learner's coalescing, against numpy.
-* `index_view`: the view `t[key]` (shape, strides, offset and values) against numpy's view of the same key;
-  a key numpy refuses with IndexError must raise IndexError (reported as [-1]).
+* `indexing`: the view `t[key]` (shape, strides, offset and values) against numpy's view of the same key, and
+  the compiler's lazy plan of the same key (`capture.views.index_plan`, which reads the learner's `parse_key`):
+  its slices, taken from the buffer positions of t's elements, must pick numpy's elements in numpy's order. A
+  key numpy refuses with IndexError must raise IndexError on both paths (reported as [-1]).
 * `view_strides`: `t.view(new_shape)`. Whether a view exists is decided here by brute force from the
   elements' buffer positions (a reshape is a view exactly when some strides read the same positions in the
   same order), so the judge does not trust teenygrad's own rule; when one exists, the learner's strides must
   read exactly those positions (strides of size-1 axes are free), else `view` must refuse (reported as [-1]).
+* `copy`: a strided view written into another strided view of a float64 buffer (`copy_into`, the source
+  broadcast when its shape is smaller), its `contiguous()` copy and its cast to float32, all through the
+  learner's kernel: the whole destination buffer must be numpy's (the elements outside the view untouched).
 """
 from __future__ import annotations
 
@@ -164,8 +170,23 @@ _KEYS = [  # (shape, key)
 ]
 
 
+def _random_key(rng: np.random.Generator, ndim: int) -> tuple:
+    """A key of ints (some out of range), slices (any bounds and steps, some missing), None and Ellipsis."""
+    def item():
+        kind = rng.choice(["int", "slice", "slice", "none", "ellipsis"])
+        if kind == "int":
+            return int(rng.integers(-5, 5))
+        if kind == "slice":
+            bound = lambda: None if rng.random() < 0.3 else int(rng.integers(-6, 7))  # noqa: E731
+            return slice(bound(), bound(), None if rng.random() < 0.3 else int(rng.choice([-3, -2, -1, 1, 2, 3])))
+        return None if kind == "none" else Ellipsis
+    return tuple(item() for _ in range(int(rng.integers(0, ndim + 2))))
+
+
 def _index_cases(rng: np.random.Generator) -> list[Case]:
-    return [(*_layout(rng, shape), _encode(key)) for shape, key in _KEYS]
+    drawn = [(shape, _random_key(rng, len(shape))) for shape in
+             (tuple(int(n) for n in rng.integers(0, 5, size=rng.integers(0, 4))) for _ in range(12))]
+    return [(*_layout(rng, shape), _encode(key)) for shape, key in _KEYS + drawn]
 
 
 def _check_index(case: Case, got: tuple) -> str | None:
@@ -173,12 +194,16 @@ def _check_index(case: Case, got: tuple) -> str | None:
     key = _decode(rows)
     x = _view(buf, shape, strides, offset)
     call = f"t[{', '.join('...' if k is Ellipsis else repr(k) for k in key)}] for t of shape {tuple(x.shape)}"
-    if len(got) != 4:
-        return f"reported {len(got)} values, expected 4"
+    if len(got) != 6:
+        return f"reported {len(got)} values, expected 6"
     try:
         want = x[key + ((Ellipsis,) if Ellipsis not in key else ())]
     except IndexError:
-        return None if np.asarray(got[0]).tolist() == [-1] else f"{call}: numpy raises IndexError, yours did not"
+        if np.asarray(got[0]).tolist() != [-1]:
+            return f"{call}: numpy raises IndexError, yours did not"
+        if np.asarray(got[5]).tolist() != [-1]:
+            return f"{call}: numpy raises IndexError, but the compiler's plan (parse_key) did not"
+        return None
     if np.asarray(got[0]).tolist() == [-1] and np.asarray(got[2]).tolist() == -1:
         return f"{call} raised IndexError, but numpy takes it: shape {want.shape}"
     if tuple(np.asarray(got[0]).reshape(-1).tolist()) != want.shape:
@@ -191,6 +216,28 @@ def _check_index(case: Case, got: tuple) -> str | None:
                 f"offset {int(got[2])})")
     if got[3].shape != want.shape or not np.array_equal(got[3], want):
         return f"{call}: wrong values"
+    return _check_plan(call, (shape, strides, offset), key, want, np.asarray(got[4]), np.asarray(got[5]).reshape(-1))
+
+
+def _check_plan(call: str, layout: tuple, key: tuple, want: np.ndarray, spec: np.ndarray, plan_shape) -> str | None:
+    """The compiler's plan of t[key]: one (start, stop, step) per axis of t, then a reshape to the result's shape."""
+    if plan_shape.tolist() == [-1]:
+        return f"{call}: the compiler's plan (parse_key) raised IndexError, but numpy takes it"
+    if tuple(plan_shape.tolist()) != want.shape:
+        return f"{call}: the compiler's plan has shape {tuple(plan_shape.tolist())}, numpy's is {want.shape}"
+    shape, strides, offset = layout
+    shape = tuple(int(n) for n in shape)
+    spec = spec.reshape(-1, 3)
+    if spec.shape != (len(shape), 3):
+        return f"{call}: the compiler's plan has {spec.shape[0]} slices for a tensor of {len(shape)} axes"
+    picks = [np.arange(a, b, c) if c else np.zeros(0, np.int64) for a, b, c in spec.tolist()]
+    if any(p.size and (p.min() < 0 or p.max() >= n) for p, n in zip(picks, shape)):
+        return f"{call}: the compiler's plan slices outside the axes: {spec.tolist()}"
+    where = _positions(shape, strides, offset).reshape(shape)
+    taken = where[np.ix_(*picks)] if shape else where
+    if taken.size != want.size or list(taken.reshape(-1)) != list(_index_positions(shape, strides, offset, key)):
+        return f"{call}: the compiler's plan {spec.tolist()} picks other elements than numpy's"
+    return None
     return None
 
 
@@ -247,8 +294,48 @@ def _check_view(case: Case, got: tuple) -> str | None:
     return None
 
 
+# ---- copy -------------------------------------------------------------------------------------------------
+
+_COPIES = [  # (destination shape, source shape: equal, or broadcast to it)
+    ((7,), (7,)), ((3, 4), (3, 4)), ((2, 3, 4), (2, 3, 4)), ((4, 1, 5), (4, 1, 5)), ((1, 1), (1, 1)),
+    ((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((5, 6), (1, 6)), ((2, 2, 3, 2), (2, 2, 3, 2)), ((2, 1, 3, 4), (1, 3, 1)),
+    ((6, 5), (6, 5)), ((3, 2, 4), ()),
+]
+
+
+def _copy_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for dst_shape, src_shape in _COPIES:
+        src = _layout(rng, src_shape)
+        dst = _layout(rng, dst_shape, "rps")  # a destination reads each of its positions once: no stride 0
+        cases.append((*src, *dst))
+    return cases
+
+
+def _check_copy(case: Case, got: tuple) -> str | None:
+    src, src_shape, src_strides, src_offset, dst, dst_shape, dst_strides, dst_offset = case
+    if len(got) != 3:
+        return f"reported {len(got)} values, expected 3"
+    x = _view(src, src_shape, src_strides, src_offset)
+    shape = tuple(int(n) for n in dst_shape)
+    into = f"a source of shape {x.shape}, strides {tuple(int(s) for s in src_strides)}"
+    want = dst.copy()
+    want[_positions(shape, dst_strides, dst_offset)] = np.broadcast_to(x, shape).reshape(-1)
+    if got[0].shape != want.shape or not np.array_equal(got[0], want):
+        written = got[0].shape == want.shape and np.array_equal(
+            got[0][_positions(shape, dst_strides, dst_offset)], want[_positions(shape, dst_strides, dst_offset)])
+        return (f"copying {into} into a view of shape {shape}, strides {tuple(int(s) for s in dst_strides)}: "
+                + ("elements outside the view were written" if written else "the view's elements are wrong"))
+    if got[1].shape != x.shape or not np.array_equal(got[1], x):
+        return f"contiguous() of {into}: wrong values"
+    if got[2].dtype != np.float32 or got[2].shape != x.shape or not np.array_equal(got[2], x.astype(np.float32)):
+        return f"the float32 cast of {into}: wrong values"
+    return None
+
+
 PARTS = {
     "coalesce": Part(cases=_coalesce_cases, check=_check_coalesce),
-    "index_view": Part(cases=_index_cases, check=_check_index),
+    "indexing": Part(cases=_index_cases, check=_check_index),
     "view_strides": Part(cases=_view_cases, check=_check_view),
+    "copy": Part(cases=_copy_cases, check=_check_copy),
 }

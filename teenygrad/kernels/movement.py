@@ -4,6 +4,7 @@ index_select.
 copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)
     dst(i) = src(i) for every index i of `shape` (coalesced, >= 1 dim), both sides strided; converts
     between dtypes. `contiguous()`, casts, `cat`, `stack` and slice assignment are all this one kernel.
+    It is exercise 2's piece: its loop is compiled inside it (`KERNELS["copy"]` is this function).
 
 gather(x, idx, out, outer, n_src, n_idx, inner)
     x: contiguous, read as (outer, n_src, inner); idx: contiguous int64 (outer, n_idx, inner);
@@ -25,21 +26,48 @@ scatter_add(g, idx, out, outer, n_src, n_idx, inner)      backward of gather
 """
 from __future__ import annotations
 
-from teenygrad.kernels.elementwise import row_start, u
+from typing import Callable
+
+import numpy as np
+
+from teenygrad.edition import exercise
+from teenygrad.kernels.elementwise import u
 from teenygrad.kernels.jit import kernel
 
+_COMPILED: dict[str, Callable] = {}  # the copy's loop, compiled on the first call of copy
 
-@kernel
-def copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset):
-    n, ss, ds = shape[-1], src_strides[-1], dst_strides[-1]
-    rows = 1
-    for d in range(shape.shape[0] - 1):
-        rows *= shape[d]
-    for r in range(rows):
-        i = row_start(r, shape, src_strides, src_offset)
-        o = row_start(r, shape, dst_strides, dst_offset)
-        for j in range(n):
-            dst[u(o + j * ds)] = src[u(i + j * ss)]
+
+@exercise("02-tensors", "copy")
+def copy(shape: np.ndarray, src: np.ndarray, src_strides: np.ndarray, src_offset: int, dst: np.ndarray,
+         dst_strides: np.ndarray, dst_offset: int) -> None:
+    """The strided copy: dst[dst_offset + i.dst_strides] = src[src_offset + i.src_strides] for every index i of
+    `shape`, converting to dst's dtype; nothing else of `dst` is written.
+
+    `shape` (>= 1 dim, no zeros) and the strides are int64 arrays of one length; a stride may be negative or 0
+    (a broadcast source). The last axis is the inner loop; every other index is one row, whose first element's
+    position is found by unravelling the row's number over shape[:-1] in row-major order (the last of those
+    axes fastest), so one compiled loop serves every rank."""
+    kern = _COMPILED.get("copy")
+    if kern is None:
+        @kernel
+        def kern(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset):
+            ndim = shape.shape[0]
+            n, ss, ds = shape[ndim - 1], src_strides[ndim - 1], dst_strides[ndim - 1]
+            rows = 1
+            for d in range(ndim - 1):
+                rows *= shape[d]
+            for r in range(rows):
+                i, o, rest = src_offset, dst_offset, r
+                for d in range(ndim - 2, -1, -1):  # unravel r: the axis before the last moves fastest
+                    k = rest % shape[d]
+                    rest //= shape[d]
+                    i += k * src_strides[d]
+                    o += k * dst_strides[d]
+                for j in range(n):
+                    dst[u(o + j * ds)] = src[u(i + j * ss)]
+
+        _COMPILED["copy"] = kern
+    kern(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)
 
 
 @kernel
