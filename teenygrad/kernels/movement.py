@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from teenygrad.edition import exercise
-from teenygrad.kernels.elementwise import u
+from teenygrad.kernels.elementwise import row_start, u
 from teenygrad.kernels.jit import kernel
 
 _COMPILED: dict[str, Callable] = {}  # the copy's loop, compiled on the first call of copy
@@ -57,12 +57,8 @@ def copy(shape: np.ndarray, src: np.ndarray, src_strides: np.ndarray, src_offset
             for d in range(ndim - 1):
                 rows *= shape[d]
             for r in range(rows):
-                i, o, rest = src_offset, dst_offset, r
-                for d in range(ndim - 2, -1, -1):  # unravel r: the axis before the last moves fastest
-                    k = rest % shape[d]
-                    rest //= shape[d]
-                    i += k * src_strides[d]
-                    o += k * dst_strides[d]
+                i = row_start(r, shape, src_strides, src_offset)
+                o = row_start(r, shape, dst_strides, dst_offset)
                 for j in range(n):
                     dst[u(o + j * ds)] = src[u(i + j * ss)]
 
