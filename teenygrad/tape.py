@@ -10,7 +10,7 @@ it down as a TAPE: one slot per node, in flat numpy arrays,
     data[i]     its value            grad[i]  d loss / d (node i)
 
 with slots laid out as  [parameters | inputs | constants | ops in topological order]  and the loss last
-(`compile` picks the topological order that sorts ops by depth: see `_by_depth` for why).
+(`compile` picks the topological order that sorts ops by depth: see its docstring for why).
 Every operand comes before its node, so one loop forward computes everything, and one loop backward
 (from the loss down) applies the chain rule, just as `Value.backward` does. Those two loops are tiny
 interpreters, `forward_kernel` and `backward_kernel`, compiled by numba (`teenygrad.kernels.kernel`): no
@@ -46,6 +46,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.kernels.jit import kernel
 from teenygrad.value import Value, topological_order
 
@@ -364,27 +365,32 @@ class Tape:
         return op, f"{a}" + (f", {b}" if b >= 0 else f", {self.arg[i]:g}" if op == "pow" else "")
 
 
-def _by_depth(ops: list[Value]) -> list[Value]:
-    """The ops sorted by depth (a leaf has depth 0, an op 1 + its deepest child's), keeping their order within
-    a depth: still children first, since a child is shallower than its parent.
-
-    Why: in topological order a neuron's sum is a chain, each add waiting for the previous one (a few ns
-    each). Sorted by depth, neighbouring slots are independent (all the products, then the first add of
-    every neuron, then the second, ...), so the CPU overlaps them. Within a depth, by opcode: fewer, longer
-    runs of one opcode. Same graph, same values; only the order in which a node's gradient contributions
-    are added can differ (rounding, ~1e-16)."""
-    depth: dict[int, int] = {}
-    for v in ops:  # children before parents, so their depths are known
-        depth[id(v)] = 1 + max(depth.get(id(c), 0) for c in v.children)
-    return sorted(ops, key=lambda v: (depth[id(v)], OPCODES.get(v.op, -1)))  # and by opcode: long runs (forward_runs)
-
-
+@exercise("05-scalar-autograd", "compile")
 def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] = (), schedule: bool = True) -> Tape:
-    """Compile the graph of `root` into a Tape. `inputs` are the leaves `set_inputs` feeds (in that order),
-    `params` the leaves `sgd_step` updates; every other leaf becomes a constant. `schedule` orders the ops by
-    depth (faster, see `_by_depth`); False keeps `topological_order`'s order. To make each chain of
-    multiply-adds one DOT node, fuse the result: `teenygrad.tape_fuse.fuse(compile(...))` (that module builds
-    on this one)."""
+    """Compile the graph of `root` into a Tape: `Tape(nodes, opcode, a, b, arg, len(params), len(inputs), n_leaves)`.
+
+    `inputs` are the leaves `set_inputs` feeds (in that order), `params` the leaves `sgd_step` updates; every
+    other leaf of the graph is a constant. `nodes`, one Value per slot, is laid out as
+
+        params (in order) | inputs (in order) | constants | ops (every node with children); the root is last
+
+    with the constants and the ops in the order `topological_order(root)` lists them, n_leaves the number of
+    leaf slots. Op slot i gets opcode[i] = OPCODES[v.op], a[i] and b[i] the slots of its first and second child
+    (-1 when absent) and arg[i] = v.arg (the exponent of "pow"; 0.0 when None); leaf slots get LEAF, -1, -1 and
+    0.0. dtypes: opcode int8, a and b int32, arg float64.
+
+    `schedule` (the default) sorts the ops by depth, stably: a leaf has depth 0, an op 1 + its deepest child's,
+    and the ops go by (depth, opcode), keeping topological_order's order among equals. Still children first
+    (a child is shallower than its parent), and faster: in topological order a neuron's sum is a chain, each
+    add waiting for the previous one; sorted by depth, neighbouring slots are independent (all the products,
+    then the first add of every neuron, ...), so the CPU overlaps them, and by opcode, the tape is a few long
+    runs of one opcode (what forward_runs loops over). Same graph, same values; only the order in which a
+    node's gradient contributions are added can differ (rounding, ~1e-16). False keeps topological_order's.
+
+    Errors: TypeError if an input or param is not a Value; ValueError if it is not in the graph of root, is an
+    op (has children), or is listed twice (as inputs, params or both); ValueError if an op has no opcode, or
+    if root is a leaf (nothing to compile). To make each chain of multiply-adds one DOT node, fuse the result:
+    `teenygrad.tape_fuse.fuse(compile(...))` (that module builds on this one)."""
     order = topological_order(root)
     in_graph = {id(v) for v in order}
     roles: dict[int, str] = {}
@@ -401,26 +407,28 @@ def compile(root: Value, inputs: Sequence[Value] = (), params: Sequence[Value] =
             roles[id(v)] = role
     constants = [v for v in order if not v.children and id(v) not in roles]
     ops = [v for v in order if v.children]
+    if not ops:
+        raise ValueError("the loss is a leaf: there is nothing to compile")
+    for v in ops:
+        if v.op not in OPCODES:
+            raise ValueError(f"op {v.op!r} has no opcode; the tape knows {', '.join(n for n in OPCODES if n)}")
     if schedule:
-        ops = _by_depth(ops)
+        depth: dict[int, int] = {}
+        for v in ops:  # children before parents, so their depths are known (a leaf's is 0)
+            depth[id(v)] = 1 + max(depth.get(id(c), 0) for c in v.children)
+        ops = sorted(ops, key=lambda v: (depth[id(v)], OPCODES[v.op]))  # sorted() is stable
     nodes = [*params, *inputs, *constants, *ops]
     slot = {id(v): i for i, v in enumerate(nodes)}
-
-    n = len(nodes)
-    opcode = np.zeros(n, dtype=np.int8)
+    n, n_leaves = len(nodes), len(nodes) - len(ops)
+    opcode = np.zeros(n, dtype=np.int8)  # LEAF is 0
     a = np.full(n, -1, dtype=np.int32)
     b = np.full(n, -1, dtype=np.int32)
     arg = np.zeros(n, dtype=np.float64)
-    n_leaves = n - len(ops)
     for i, v in enumerate(ops, start=n_leaves):
-        if v.op not in OPCODES:
-            raise ValueError(f"op {v.op!r} has no opcode; the tape knows {', '.join(n for n in OPCODES if n)}")
         opcode[i] = OPCODES[v.op]
         a[i] = slot[id(v.children[0])]
         if len(v.children) > 1:
             b[i] = slot[id(v.children[1])]
         if v.arg is not None:
             arg[i] = v.arg
-    if not ops:
-        raise ValueError("the loss is a leaf: there is nothing to compile")
     return Tape(nodes, opcode, a, b, arg, len(params), len(inputs), n_leaves)

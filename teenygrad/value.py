@@ -16,8 +16,9 @@ contribution per use, and the chain rule says to add them.
 Every op is a *rule*: a plain function of numbers returning its result and its local gradients side by
 side, e.g. `mul(a, b) -> (a * b, (b, a))`. The rules live in the table `RULES`, looked up on every use.
 
-Exercise 5 asks for three of the rules (`sigmoid`, `div`, `maximum`: marked `@exercise`); a learner's rule goes in
-with `teenygrad.edition.install`. Seams for experiments:
+Exercise 5 asks for the backward pass (`topological_order` and `Value.backward`) and for every rule but `add`
+and `mul`, which chapter 5 writes (marked `@exercise`); a learner's pieces go in with `teenygrad.edition.install`.
+Seams for experiments:
 - `use_op(mul=my_mul)`: a context manager that swaps the rule of one op (any name in `RULES`) for a
   function with the same signature, for the Values built inside the `with` block.
 - `loss.backward(order_fn=my_topological_order)`: backpropagate along a learner's order instead of
@@ -45,6 +46,7 @@ def add(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     return a + b, (1.0, 1.0)
 
 
+@exercise("05-scalar-autograd", "rules")
 def sub(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     """a - b;  d/da = 1, d/db = -1."""
     return a - b, (1.0, -1.0)
@@ -55,47 +57,59 @@ def mul(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     return a * b, (b, a)
 
 
-@exercise("05-scalar-autograd", "div_and_maximum")
+@exercise("05-scalar-autograd", "rules")
 def div(a: float, b: float) -> tuple[float, tuple[float, ...]]:
-    """a / b;  d/da = 1/b, d/db = -a/b^2."""
+    """a / b;  d/da = 1/b, d/db = -a/b^2. b = 0 raises ZeroDivisionError, as Python's / does."""
     return a / b, (1.0 / b, -a / (b * b))
 
 
+@exercise("05-scalar-autograd", "rules")
 def power(a: float, k: float) -> tuple[float, tuple[float, ...]]:
-    """a ** k for a constant number k;  d/da = k a^(k-1). (k is not a node, so it gets no gradient.)"""
+    """a ** k for a constant number k;  d/da = k a^(k-1). (k is not a node, so it gets no gradient.)
+
+    Both through math.pow, which raises ValueError where the real power is undefined (a negative a, a fractional k;
+    0 to a negative power)."""
     return math.pow(a, k), (k * math.pow(a, k - 1.0),)  # math.pow raises on (-8) ** 0.5; `**` would go complex
 
 
+@exercise("05-scalar-autograd", "rules")
 def neg(a: float) -> tuple[float, tuple[float, ...]]:
     """-a;  d/da = -1."""
     return -a, (-1.0,)
 
 
+@exercise("05-scalar-autograd", "rules")
 def exp(a: float) -> tuple[float, tuple[float, ...]]:
-    """e^a;  d/da = e^a (the result itself)."""
+    """e^a;  d/da = e^a (the result itself: one exponential, not two). Past a = 709.78 e^a is not a float64, and
+    math.exp raises OverflowError."""
     e = math.exp(a)
     return e, (e,)
 
 
+@exercise("05-scalar-autograd", "rules")
 def log(a: float) -> tuple[float, tuple[float, ...]]:
-    """ln a (a > 0);  d/da = 1/a."""
+    """ln a (a > 0; math.log raises ValueError otherwise);  d/da = 1/a."""
     return math.log(a), (1.0 / a,)
 
 
+@exercise("05-scalar-autograd", "rules")
 def tanh(a: float) -> tuple[float, tuple[float, ...]]:
-    """tanh a;  d/da = 1 - tanh(a)^2."""
+    """tanh a;  d/da = 1 - tanh(a)^2, from the result (math.tanh is exact to 1 at large |a|: no overflow)."""
     t = math.tanh(a)
     return t, (1.0 - t * t,)
 
 
+@exercise("05-scalar-autograd", "rules")
 def relu(a: float) -> tuple[float, tuple[float, ...]]:
     """max(a, 0);  d/da = 1 if a > 0 else 0 (we pick 0 at the kink a = 0)."""
     return (a, (1.0,)) if a > 0.0 else (0.0, (0.0,))
 
 
-@exercise("05-scalar-autograd", "sigmoid")
+@exercise("05-scalar-autograd", "rules")
 def sigmoid(a: float) -> tuple[float, tuple[float, ...]]:
-    """1 / (1 + e^-a);  d/da = s (1 - s). Two forms, so that e^x is never taken of a large positive x."""
+    """s = 1 / (1 + e^-a);  d/da = s (1 - s). For every float a: e^x is never taken of a large positive x (it
+    would overflow), and a small s keeps its relative accuracy (s(-700) = 1e-304, not 0): for a < 0,
+    s = e^a / (1 + e^a)."""
     if a >= 0.0:
         s = 1.0 / (1.0 + math.exp(-a))
     else:
@@ -104,7 +118,7 @@ def sigmoid(a: float) -> tuple[float, tuple[float, ...]]:
     return s, (s * (1.0 - s),)
 
 
-@exercise("05-scalar-autograd", "div_and_maximum")
+@exercise("05-scalar-autograd", "rules")
 def maximum(a: float, b: float) -> tuple[float, tuple[float, ...]]:
     """max(a, b);  the gradient goes to the larger operand (to a on a tie)."""
     return (a, (1.0, 0.0)) if a >= b else (b, (0.0, 1.0))
@@ -215,12 +229,16 @@ class Value:
     def max(self, other: Value | Number) -> Value:
         return Value._apply("max", self, _as_value(other))
 
+    @exercise("05-scalar-autograd", "backward")
     def backward(self, order_fn: Callable[[Value], list[Value]] | None = None) -> None:
-        """Fill in `grad` for every node this one depends on: d(self)/d(node).
+        """Fill in `grad` for every node this one depends on: d(self)/d(node). Returns None.
 
-        Leaves *accumulate* across calls (zero them yourself between steps, as with any optimiser);
-        interior nodes start from zero each call. `order_fn(root)` must list every node after its
-        children (the default is `topological_order`).
+        `order_fn(self)` (default `topological_order`) lists the nodes, each after its children; backward walks
+        it from the end, so a node's gradient is complete (every parent has added its part) before it is passed
+        on: child.grad += local * node.grad for each child and its local gradient, `+=` because a node used
+        twice (x * x, or x feeding two branches) gets one contribution per use. self.grad is set to 1.
+        Interior nodes (those with children) start from 0 on every call; leaves *accumulate* across calls
+        (zero them yourself between steps, as with any optimiser). No recursion: a chain of 100,000 nodes works.
         """
         order = (order_fn or topological_order)(self)
         for node in order:
@@ -242,11 +260,14 @@ def _as_value(x: Value | Number) -> Value:
 
 # --- the topological sort ------------------------------------------------------------------------------------
 
+@exercise("05-scalar-autograd", "backward")
 def topological_order(root: Value) -> list[Value]:
     """Every node `root` depends on, each exactly once, each after all of its children; `root` is last.
 
-    Depth-first search, children in order, a node written out once all its children are: the order the
-    usual recursive version gives, but with an explicit stack of (node, children_done) pairs.
+    Exactly the order of the recursive depth-first search `visit(root)`, where visit(node) does nothing for a
+    node already visited, and otherwise visits node.children in order (first child first) and then appends
+    node. But with an explicit stack instead of recursion, so a graph deeper than Python's recursion limit (a
+    long chain of additions) works. Nodes are told apart by identity (`id`), never by value.
     """
     order: list[Value] = []
     seen: set[int] = set()  # ids of nodes already expanded (Values hash by identity too, but ids are faster)
@@ -271,9 +292,14 @@ def check_topological(order: Sequence[Value], root: Value) -> str | None:
         if id(node) in position:
             return f"node {node!r} appears twice (positions {position[id(node)]} and {i})"
         position[id(node)] = i
-    expected = topological_order(root)
-    if len(expected) != len(order) or any(id(n) not in position for n in expected):
-        return f"order has {len(order)} nodes, the graph has {len(expected)} (some missing or foreign)"
+    graph, stack = {id(root)}, [root]  # the nodes root depends on, in no particular order
+    while stack:
+        for child in stack.pop().children:
+            if id(child) not in graph:
+                graph.add(id(child))
+                stack.append(child)
+    if len(graph) != len(order) or any(i not in position for i in graph):
+        return f"order has {len(order)} nodes, the graph has {len(graph)} (some missing or foreign)"
     for node in order:
         for child in node.children:
             if position[id(child)] > position[id(node)]:

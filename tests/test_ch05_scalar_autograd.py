@@ -1,7 +1,8 @@
-"""Chapter 5's pieces: the rules and the fusion analysis exercise 5 asks for (teenygrad.value's sigmoid, div and
-maximum; teenygrad.tape_fuse.find_chains) against plain Python, finite differences and the unfused tape; the
-05-scalar-autograd judge's references against teenygrad; the solutions notebook against the judge; plausible wrong
-answers rejected; and the chapter (structure, and the figures its prose states). No timing assertions."""
+"""Chapter 5's pieces: what exercise 5 asks for (teenygrad.value's topological_order, Value.backward and rules;
+teenygrad.tape.compile; teenygrad.tape_fuse.find_chains) against plain Python, finite differences and the unfused
+tape; the 05-scalar-autograd judge's references against teenygrad; the solutions notebook against the judge;
+plausible wrong answers rejected; and the chapter (structure, and the figures its prose states). No timing
+assertions."""
 from __future__ import annotations
 
 import math
@@ -20,11 +21,17 @@ from autograder.judges.scalar_autograd import (
     MAX,
     MUL,
     PARTS,
+    POW,
+    RULE_CODES,
     SIGMOID,
     SUB,
     TANH,
+    TAPE_OPCODE,
+    _backward_reference,
+    _compile_reference,
     _graph,
     _mlp_graph,
+    _rules_reference,
     forward_backward,
     fusion_counts,
 )
@@ -41,7 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "05-scalar-autograd.ipynb"
 SOLUTIONS = REPO / "solutions" / "05-scalar-autograd.ipynb"
 ASSIGNMENT = "05-scalar-autograd"
-POINTS = {"sigmoid": 2, "div_and_maximum": 2, "find_chains": 4}
+POINTS = {"backward": 2, "rules": 2, "compile": 2, "find_chains": 2}
 ALL_OPS = {ADD: 0.2, SUB: 0.1, MUL: 0.25, TANH: 0.1, DIV: 0.1, MAX: 0.15, SIGMOID: 0.1}
 
 
@@ -119,6 +126,58 @@ def test_find_chains_fuses_what_the_judge_counts_and_computes_the_same(seed, mlp
     np.testing.assert_allclose(fused.param_grads, plain.param_grads, rtol=1e-9, atol=1e-12)
 
 
+NAMES = ["add", "sub", "mul", "tanh", "div", "max", "sigmoid", "pow", "neg", "exp", "log", "relu"]  # the judge's codes
+
+
+def test_judge_knows_the_tapes_opcodes():
+    assert {NAMES[c]: code for c, code in TAPE_OPCODE.items()} == {k: v for k, v in T.OPCODES.items() if k}
+
+
+def test_judge_backward_reference_matches_teenygrad():
+    for case in PARTS["backward"].cases(np.random.default_rng(1)):
+        x, a, b, la, lb = case
+        nodes = [Value(v) for v in x.tolist()]
+        for i, j, gi, gj in zip(a.tolist(), b.tolist(), la.tolist(), lb.tolist()):
+            nodes.append(Value(0.0, (nodes[i],) if j < 0 else (nodes[i], nodes[j]), "f", (gi,) if j < 0 else (gi, gj)))
+        number = {id(v): k for k, v in enumerate(nodes)}
+        order, first, second = _backward_reference(*case)
+        assert [number[id(v)] for v in topological_order(nodes[-1])] == order.tolist()
+        nodes[-1].backward()
+        np.testing.assert_allclose([v.grad for v in nodes], first, rtol=1e-9, atol=1e-12)
+        nodes[-1].backward()
+        np.testing.assert_allclose([v.grad for v in nodes], second, rtol=1e-9, atol=1e-12)
+
+
+def test_judge_rules_reference_matches_teenygrad():
+    ops = {SUB: "sub", DIV: "div", MAX: "max", POW: "pow"}
+    cases = PARTS["rules"].cases(np.random.default_rng(2))
+    assert {c[0] for c in cases} == set(RULE_CODES)
+    for code, u, v in cases:
+        rule = RULES[ops.get(code, NAMES[code])]
+        got = [rule(p, q) if code in ops else rule(p) for p, q in zip(u.tolist(), v.tolist())]
+        want = _rules_reference(code, u, v)
+        assert [r for r, _ in got] == want[0].tolist() and [list(g) for _, g in got] == want[1].tolist()
+        assert PARTS["rules"].check((code, u, v), want) is None
+
+
+def test_judge_compile_reference_matches_teenygrad():
+    for x, op, a, b, k, params, inputs, schedule in PARTS["compile"].cases(np.random.default_rng(3)):
+        nodes = [Value(v) for v in x.tolist()]
+        for code, i, j, e in zip(op.tolist(), a.tolist(), b.tolist(), k.tolist()):
+            kids = (nodes[i],) if j < 0 else (nodes[i], nodes[j])
+            nodes.append(Value(0.0, kids, NAMES[code], (0.0,) * len(kids), e if NAMES[code] == "pow" else None))
+        listed = [[nodes[p] if p >= 0 else 1.5 for p in group.tolist()] for group in (params, inputs)]
+        want = _compile_reference(x, op, a, b, k, params, inputs, schedule)
+        try:
+            tape = T.compile(nodes[-1], inputs=listed[1], params=listed[0], schedule=schedule)
+        except (TypeError, ValueError) as e:
+            assert want == (1 if isinstance(e, TypeError) else 2), e
+            continue
+        got = (tape.opcode, tape.a, tape.b, tape.arg, np.array([tape.n_params, tape.n_inputs, tape.n_leaves]),
+               tape.slots(nodes))
+        assert PARTS["compile"].check((x, op, a, b, k, params, inputs, schedule), got) is None
+
+
 def test_fuse_refuses_chains_that_would_lose_a_value():
     h, w0, x0, w1, x1 = (Value(v) for v in (0.5, 1.0, 2.0, -1.0, 3.0))
     s0 = h + w0 * x0
@@ -139,15 +198,18 @@ def test_fuse_refuses_chains_that_would_lose_a_value():
 
 def test_cases_cover_the_edge_cases():
     rng = np.random.default_rng(0)
-    sig = PARTS["sigmoid"].cases(rng)
-    assert any(len(c) == 1 and np.abs(c[0]).max() >= 1000 for c in sig)
-    assert all(np.any(c[1] == SIGMOID) for c in sig if len(c) > 1)
-    dm = PARTS["div_and_maximum"].cases(rng)
-    ops = np.concatenate([c[1] for c in dm])
-    assert {DIV, MAX} <= set(ops.tolist()) and SIGMOID not in ops
-    assert any(len(set(c[0].tolist())) < len(c[0]) for c in dm), "leaves with equal values: ties for max"
+    back = PARTS["backward"].cases(rng)
+    assert max(len(c[1]) for c in back) >= 30_000, "a chain deeper than any recursion limit"
+    assert any(np.any(c[1] == c[2]) for c in back), "x op x: a child used twice by one node"
+    rules = PARTS["rules"].cases(rng)
+    scores = np.concatenate([u for code, u, _ in rules if code == SIGMOID])
+    assert scores.min() <= -1000 and scores.max() >= 1000
+    assert any(code == MAX and np.any(u == v) for code, u, v in rules), "ties for max"
+    comp = PARTS["compile"].cases(rng)
+    assert {int(c) for case in comp for c in case[1].tolist()} == set(range(12)), "every op"
+    assert sum(isinstance(_compile_reference(*c), int) for c in comp) >= 5, "graphs compile must refuse"
     chains = PARTS["find_chains"].cases(rng)
-    assert set(np.concatenate([c[1] for c in chains]).tolist()) <= {ADD, SUB, MUL, TANH}  # no other part's op
+    assert set(np.concatenate([c[1] for c in chains]).tolist()) <= {ADD, SUB, MUL, TANH}
     counts = [fusion_counts(*c) for c in chains]
     assert all(dots >= 1 for _, dots, _ in counts)
 
@@ -185,14 +247,28 @@ def test_solutions_notebook_matches_the_judge():
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
-    "sigmoid as typed: overflows below -709": (
-        "sigmoid", "    if a >= 0.0:", "    if True:"),
+    "order: children last first": ("backward", "for child in reversed(node.children):", "for child in node.children:"),
+    "order: recursive (fails on a deep chain)": (
+        "backward", "    order = []\n    seen = set()",
+        "    order, seen = [], set()\n\n    def visit(v):\n        if id(v) not in seen:\n            seen.add(id(v))\n"
+        "            for c in v.children:\n                visit(c)\n            order.append(v)\n\n    visit(root)\n"
+        "    return order\n    seen = set()"),
+    "backward: = instead of +=": ("backward", "child.grad += local * node.grad", "child.grad = local * node.grad"),
+    "backward: leaves reset too": ("backward", "        if node.children:  # interior", "        if True:  # interior"),
+    "backward: interior not reset": ("backward", "        if node.children:  # interior", "        if False:  # interior"),
+    "sigmoid as typed: overflows below -709": ("rules", "    if a >= 0.0:  # e^-a", "    if True:  # e^-a"),
     "sigmoid as 1 - sigmoid(-a): small values rounded away": (
-        "sigmoid", "        e = math.exp(a)\n        s = e / (1.0 + e)", "        s = 1.0 - 1.0 / (1.0 + math.exp(a))"),
-    "sigmoid's local gradient s(1 + s)": ("sigmoid", "(s * (1.0 - s),)", "(s * (1.0 + s),)"),
-    "div: d/db without the minus": ("div_and_maximum", "-a / (b * b)", "a / (b * b)"),
-    "div: d/db = -1/b^2": ("div_and_maximum", "-a / (b * b)", "-1.0 / (b * b)"),
-    "max: a tie goes to b": ("div_and_maximum", "if a >= b else", "if a > b else"),
+        "rules", "        e = math.exp(a)\n        s = e / (1.0 + e)", "        s = 1.0 - 1.0 / (1.0 + math.exp(a))"),
+    "div: d/db without the minus": ("rules", "-a / (b * b)", "a / (b * b)"),
+    "max: a tie goes to b": ("rules", "if a >= b else", "if a > b else"),
+    "power: k a^k": ("rules", "(k * math.pow(a, k - 1.0),)", "(k * math.pow(a, k),)"),
+    "tanh: 1 - a^2": ("rules", "(1.0 - t * t,)", "(1.0 - a * a,)"),
+    "relu: gradient 1 at 0": ("rules", "if a > 0.0 else (0.0, (0.0,))", "if a > 0.0 else (0.0, (float(a == 0),))"),
+    "compile: not sorted by opcode": ("compile", "(depth[id(v)], T.OPCODES[v.op])", "depth[id(v)]"),
+    "compile: never scheduled": ("compile", "    if schedule:\n        depth", "    if False:\n        depth"),
+    "compile: inputs before params": ("compile", "nodes = [*params, *inputs,", "nodes = [*inputs, *params,"),
+    "compile: the exponent dropped": ("compile", "            arg[i] = v.arg", "            arg[i] = 0.0"),
+    "compile: a listed twice is accepted": ("compile", " or id(v) in listed:", ":"),
     "chains: a partial sum read twice is fused away": ("find_chains", "if uses[i] == 1 and user[i] in prev",
                                                        "if user[i] in prev"),
     "chains: a product read twice becomes a term": ("find_chains", "opcode[i] == T.MUL and uses[i] == 1",
@@ -250,3 +326,16 @@ def test_chapter_figures(book_build):
     graph = cross_entropy(MLP(64, [16, 10], seed=0)((X[0] / 16.0).tolist()), int(y[0]))  # any example: same shape
     assert fig["ch5_nodes_per_example"] == len(topological_order(graph))
     assert (fig["ch5_value_steps"], fig["ch5_train_images"], fig["ch5_tape_steps"]) == (600, 1497, 14970)
+
+
+def test_no_solution_repeats_four_lines_of_the_chapters_code():
+    """The exercise asks for what the chapter explains without writing out: no run of four lines of a solution
+    cell has the shape of four consecutive lines of a code cell of the chapter (the shapes: test_ch02_tensors)."""
+    from test_ch02_tensors import _code_lines_of
+    chapter = [_code_lines_of(c.source) for c in nbformat.read(CHAPTER, as_version=4).cells if c.cell_type == "code"]
+    runs = {tuple(lines[i:i + 4]) for lines in chapter for i in range(len(lines) - 3)}
+    solutions, _ = solution_cells(SOLUTIONS)
+    for part, source in solutions.items():
+        lines = _code_lines_of(source)
+        shared = [lines[i:i + 4] for i in range(len(lines) - 3) if tuple(lines[i:i + 4]) in runs]
+        assert not shared, f"part {part} repeats the chapter's code: {shared[0]}"

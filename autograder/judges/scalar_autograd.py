@@ -1,21 +1,24 @@
-"""Judge for assignment 05-scalar-autograd: chapter 5's rules and its fusion pass (exercises/05-scalar-autograd.ipynb).
+"""Judge for assignment 05-scalar-autograd: chapter 5's backward pass, rules, tape compiler and fusion pass
+(exercises/05-scalar-autograd.ipynb). Every case crosses into the learner's process as arrays; the references here
+recompute everything in plain Python, never through teenygrad.
 
-Every case is a random expression graph written as arrays, so it can cross into the learner's process:
+A graph is written as arrays: `x`, the leaf values (nodes 0 .. len(x) - 1), then one entry per op node (node
+len(x) + k): `op` its opcode (ADD ... RELU below), `a` and `b` the node numbers of its operands (b = -1 for the
+one-operand ops) and, where there is one, `k` the exponent of POW. Operands come before the node; the root is
+the last node.
 
-    x            the leaf values (leaves are nodes 0 .. len(x) - 1)
-    op, a, b     one entry per op node (node len(x) + k): its opcode (ADD ... SIGMOID below) and the node
-                 numbers of its operands (b = -1 for the one-operand ops); operands always come before the node
-
-The root is the last node, and it depends on every node. The hidden tests rebuild the graph out of
-`teenygrad.value.Value`s with the learner's piece installed in teenygrad, and report what came out; the
-references here recompute everything in plain Python, never through teenygrad.
-
-  sigmoid          (x, op, a, b) -> (root, d root / d leaves)   graphs with sigmoid nodes
-                   (z,)          -> (sigmoid(z), sigmoid'(z))   elementwise, for scores up to +-1000
-  div_and_maximum  (x, op, a, b) -> (root, d root / d leaves)   graphs with div and max nodes, and ties
-  find_chains      (x, op, a, b) -> (root, d root / d leaves, slots, dots, products) of the graph compiled to a
-                   fused tape (every leaf a parameter): the slots, DOT nodes and DOT products the fusion pass
-                   must leave, counted here from the graph's structure
+  backward     (x, a, b, la, lb) -> (order, grads, grads after a second call): the graph of Values with the given
+               local gradients la, lb (no rule runs); order is topological_order(root) as node numbers, grads
+               d root / d node for every node after root.backward(), then again after another call (the leaves
+               accumulate, the interior nodes start again). One case is a chain of 30,000 nodes.
+  rules        (code, u, v) -> (results, local gradients) of the rule `code` on the operand arrays u (and v, or
+               the exponent for POW), through Value's operators; scores up to +-1000, magnitudes up to 1e300.
+  compile      (x, op, a, b, k, params, inputs, schedule) -> the tape's opcode, a, b, arg, (n_params, n_inputs,
+               n_leaves) and the slot of every node; or, for a graph compile must refuse, the error's code
+               (1 TypeError, 2 ValueError; 0: no error). params and inputs are leaf numbers (-1: the float 1.5).
+  find_chains  (x, op, a, b) -> (root, d root / d leaves, slots, dots, products) of the graph's tape (built from the
+               arrays, every leaf a parameter) after the fusion pass: its slots, DOT nodes and DOT products are
+               counted here from the graph's structure
 """
 from __future__ import annotations
 
@@ -25,8 +28,11 @@ import numpy as np
 
 from autograder.judges import Case, Part, compare
 
-ADD, SUB, MUL, TANH, DIV, MAX, SIGMOID = range(7)  # the opcodes of a case (the hidden tests use the same numbering)
-UNARY = (TANH, SIGMOID)
+# the opcodes of a case (the hidden tests use the same numbering)
+ADD, SUB, MUL, TANH, DIV, MAX, SIGMOID, POW, NEG, EXP, LOG, RELU = range(12)
+UNARY = (TANH, SIGMOID, POW, NEG, EXP, LOG, RELU)
+# each code's opcode on teenygrad's tape (teenygrad.tape.OPCODES: tests/test_ch05_scalar_autograd.py checks them)
+TAPE_OPCODE = {ADD: 1, SUB: 2, MUL: 3, DIV: 4, POW: 5, NEG: 6, EXP: 7, LOG: 8, TANH: 9, RELU: 10, SIGMOID: 11, MAX: 12}
 
 
 def _sigmoid(z: float) -> float:
@@ -143,42 +149,271 @@ def _graphs(rng: np.random.Generator, sizes, weights, ties: bool = False) -> lis
     return cases
 
 
-# --- sigmoid: graphs with sigmoid nodes, and the rule at extreme scores -------------------------------------------
+# --- backward: the chain rule over graphs whose local gradients are given ----------------------------------------
 
-_EXTREMES = np.array([-1000.0, -745.0, -700.0, -100.0, -30.0, -1.0, -1e-9, 0.0, 1e-9, 1.0, 30.0, 100.0, 700.0,
-                      745.0, 1000.0])
+def _dag(rng: np.random.Generator, n_leaves: int, n_ops: int) -> Case:
+    """A random DAG of one- and two-operand nodes with random local gradients: operands favour recent nodes (deep
+    graphs) and repeat (x op x: one child twice); every node nothing reads is added into the root at the end."""
+    n = n_leaves
+    a, b, la, lb = [], [], [], []
 
+    def pick() -> int:
+        return int(n - 1 - min(rng.geometric(0.3) - 1, n - 1)) if rng.random() < 0.7 else int(rng.integers(n))
 
-def _sigmoid_cases(rng: np.random.Generator) -> list[Case]:
-    weights = {SIGMOID: 0.35, ADD: 0.2, SUB: 0.15, MUL: 0.3}
-    cases = _graphs(rng, [(1, 2), (2, 6), (3, 15), (5, 40), (6, 90)], weights)
-    return cases + [(_EXTREMES.copy(),), (rng.normal(size=20) * 300,)]
-
-
-def _sigmoid_reference(*case):
-    if len(case) == 1:
-        s = np.array([_sigmoid(z) for z in case[0].tolist()])
-        return s, s * (1.0 - s)
-    return forward_backward(*case)
-
-
-def _sigmoid_check(case: Case, outputs: tuple) -> str | None:
-    """Graphs to rounding; the rule at extreme scores to *relative* accuracy (atol below every normal float64):
-    sigmoid(-700) is 1e-304, not "about 0"."""
-    want = _sigmoid_reference(*case)
-    part = Part(cases=_sigmoid_cases, rtol=1e-9, atol=1e-300 if len(case) == 1 else 1e-12)
-    return compare(tuple(np.asarray(o) for o in outputs), want, part)
-
-
-# --- div and maximum ------------------------------------------------------------------------------------------------
-
-def _div_max_cases(rng: np.random.Generator) -> list[Case]:
-    weights = {DIV: 0.25, MAX: 0.3, ADD: 0.15, SUB: 0.1, MUL: 0.1, TANH: 0.1}
-    sizes = [(1, 2), (2, 6), (3, 15), (5, 40), (6, 90)]
-    return _graphs(rng, sizes, weights) + _graphs(rng, [(8, 30), (6, 60)], weights, ties=True)
+    for _ in range(n_ops):
+        i = pick()
+        j = -1 if rng.random() < 0.3 else (i if rng.random() < 0.15 else pick())
+        a.append(i), b.append(j), la.append(rng.uniform(-1.5, 1.5)), lb.append(rng.uniform(-1.5, 1.5))
+        n += 1
+    read = set(a) | set(b)
+    loose = [k for k in range(n) if k not in read]
+    while len(loose) > 1 or n == n_leaves:  # one root (an op), which reads everything through its children
+        a.append(loose[0]), b.append(loose[1] if len(loose) > 1 else -1), la.append(1.0), lb.append(1.0)
+        loose = loose[2:] + [n]
+        n += 1
+    lb = [g if j >= 0 else 0.0 for g, j in zip(lb, b)]
+    return (rng.uniform(-1, 1, size=n_leaves), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64),
+            np.array(la), np.array(lb))
 
 
-# --- find_chains: graphs compiled to a fused tape ------------------------------------------------------------------
+def _deep_chain(rng: np.random.Generator, n: int = 30_000) -> Case:
+    """Node k + 1 reads node k, and every tenth also reads leaf 0 (a second path): deeper than any recursion limit."""
+    n_leaves = 2
+    a = np.arange(1, n + 1, dtype=np.int64)
+    a[0] = 1
+    b = np.where(np.arange(n) % 10 == 0, 0, -1).astype(np.int64)
+    la = rng.uniform(0.999, 1.001, size=n)
+    lb = np.where(b >= 0, rng.uniform(-1e-3, 1e-3, size=n), 0.0)
+    return rng.uniform(-1, 1, size=n_leaves), a, b, la, lb
+
+
+def _backward_cases(rng: np.random.Generator) -> list[Case]:
+    sizes = [(1, 1), (1, 3), (2, 8), (3, 20), (4, 60), (6, 150)]
+    return [_dag(rng, n, m) for n, m in sizes] + [_deep_chain(rng)]
+
+
+def dfs_order(children: list[tuple[int, ...]], root: int) -> list[int]:
+    """The recursive depth-first order (children in order, a node after its children, each once), with a stack."""
+    order: list[int] = []
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(children[node]) if c not in seen)
+    return order
+
+
+def _children(n_leaves: int, a: np.ndarray, b: np.ndarray) -> list[tuple[int, ...]]:
+    return [()] * n_leaves + [(int(i),) if j < 0 else (int(i), int(j)) for i, j in zip(a.tolist(), b.tolist())]
+
+
+def _backward_reference(x, a, b, la, lb):
+    n_leaves, n = len(x), len(x) + len(a)
+    order = dfs_order(_children(n_leaves, a, b), n - 1)
+    grad = np.zeros(n)
+    passes = []
+    for _ in range(2):
+        grad[n_leaves:] = 0.0
+        grad[n - 1] = 1.0
+        for node in reversed(order):
+            if node >= n_leaves:
+                k = node - n_leaves
+                grad[a[k]] += la[k] * grad[node]
+                if b[k] >= 0:
+                    grad[b[k]] += lb[k] * grad[node]
+        passes.append(grad.copy())
+    return np.array(order, dtype=np.int64), passes[0], passes[1]
+
+
+# --- rules: each op's result and local gradients, at ordinary and extreme operands -------------------------------
+
+def _rule(code: int, u: float, v: float) -> tuple[float, tuple[float, ...]]:
+    """The rule in plain Python, in the forms the contracts state (gradients from the result where they say so)."""
+    if code == SUB:
+        return u - v, (1.0, -1.0)
+    if code == DIV:
+        return u / v, (1.0 / v, -u / (v * v))
+    if code == MAX:
+        return (u, (1.0, 0.0)) if u >= v else (v, (0.0, 1.0))
+    if code == POW:
+        return math.pow(u, v), (v * math.pow(u, v - 1.0),)
+    if code == NEG:
+        return -u, (-1.0,)
+    if code == EXP:
+        return math.exp(u), (math.exp(u),)
+    if code == LOG:
+        return math.log(u), (1.0 / u,)
+    if code == TANH:
+        t = math.tanh(u)
+        return t, (1.0 - t * t,)
+    if code == RELU:
+        return (u, (1.0,)) if u > 0.0 else (0.0, (0.0,))
+    s = _sigmoid(u)
+    return s, (s * (1.0 - s),)
+
+
+RULE_CODES = (SUB, DIV, MAX, POW, NEG, EXP, LOG, TANH, RELU, SIGMOID)
+
+
+def _rules_cases(rng: np.random.Generator) -> list[Case]:
+    def signs(m: np.ndarray) -> np.ndarray:
+        return m * rng.choice([-1.0, 1.0], size=m.shape)
+
+    wide = signs(10.0 ** rng.uniform(-3, 3, size=40))
+    huge = signs(10.0 ** rng.uniform(-100, 100, size=40))
+    scores = np.concatenate([[-1000.0, -745.0, -709.0, -700.0, -40.0, -30.0, -1e-9, 0.0, 1e-9, 30.0, 40.0, 700.0,
+                              745.0, 1000.0], rng.normal(size=30) * 300])
+    ties = rng.integers(-2, 3, size=40) * 0.5
+    cases: list[Case] = [
+        (SUB, huge, signs(10.0 ** rng.uniform(-100, 100, size=40))),
+        (DIV, huge, signs(10.0 ** rng.uniform(-50, 50, size=40))),
+        (MAX, wide, signs(10.0 ** rng.uniform(-3, 3, size=40))),
+        (MAX, ties, rng.integers(-2, 3, size=40) * 0.5),  # ties: the gradient goes to the first operand
+        (POW, 10.0 ** rng.uniform(-2, 2, size=40), rng.uniform(-3, 3, size=40)),  # positive base, any exponent
+        (POW, wide, rng.integers(-3, 5, size=40).astype(float)),  # any base, whole exponents (0 and 1 too)
+        (NEG, huge, np.zeros(40)),
+        (EXP, np.concatenate([[-745.0, -700.0, 0.0, 700.0, 709.0], rng.uniform(-50, 50, size=30)]), np.zeros(35)),
+        (LOG, 10.0 ** rng.uniform(-300, 300, size=40), np.zeros(40)),
+        (TANH, scores, np.zeros(len(scores))),
+        (RELU, np.concatenate([[0.0, -0.0, 1e-300, -1e-300], wide]), np.zeros(44)),
+        (SIGMOID, scores, np.zeros(len(scores))),
+    ]
+    return [(code, u, v) for code, u, v in cases]
+
+
+def _rules_reference(code, u, v):
+    out = [_rule(code, p, q) for p, q in zip(u.tolist(), v.tolist())]
+    return np.array([r for r, _ in out]), np.array([g for _, g in out])
+
+
+def _rules_check(case: Case, outputs: tuple) -> str | None:
+    """Results and local gradients to rounding, *relative* to their size (atol below every normal float64:
+    sigmoid(-700) is 1e-304, not "about 0"), except where the contract computes a gradient from a result near 1,
+    as 1 - t^2 or s (1 - s): there the result's rounding (1e-16) is all that can be asked."""
+    code, u, _ = case
+    want = _rules_reference(*case)
+    if len(outputs) != 2:
+        return f"returned {len(outputs)} values, expected 2"
+    got = tuple(np.asarray(o, dtype=np.float64) for o in outputs)
+    why = compare(got[:1], want[:1], Part(cases=_rules_cases, rtol=1e-12, atol=1e-300))
+    if why or got[1].shape != want[1].shape:
+        return why or f"local gradients of shape {got[1].shape}, expected {want[1].shape}"
+    slack = 4e-16 if code == TANH else np.where(u >= 0, 4e-16, 1e-300)[:, None] if code == SIGMOID else 1e-300
+    err = np.abs(got[1] - want[1])
+    bad = ~(err <= 1e-12 * np.abs(want[1]) + slack)
+    if bad.any():
+        k = int(np.flatnonzero(bad.any(axis=1))[0])
+        return f"local gradients at {u[k]:.6g}: {got[1][k].tolist()}, expected {want[1][k].tolist()}"
+    return None
+
+
+# --- compile: graphs with every op, laid out on a tape --------------------------------------------------------
+
+def _op_graph(rng: np.random.Generator, n_leaves: int, n_ops: int) -> tuple[np.ndarray, ...]:
+    """A random DAG with every opcode (pow with an exponent), shared nodes and x op x; leaves with equal values
+    (nodes are told apart by identity); every node nothing reads added into the root."""
+    x = rng.integers(-2, 3, size=n_leaves) * 0.5
+    ops, a, b, k = [], [], [], []
+    n = n_leaves
+
+    def pick() -> int:
+        return int(n - 1 - min(rng.geometric(0.3) - 1, n - 1)) if rng.random() < 0.7 else int(rng.integers(n))
+
+    for _ in range(n_ops):
+        code = int(rng.integers(12))
+        i = pick()
+        j = -1 if code in UNARY else (i if rng.random() < 0.15 else pick())
+        ops.append(code), a.append(i), b.append(j), k.append(float(rng.integers(-2, 4)) if code == POW else 0.0)
+        n += 1
+    read = set(a) | set(b)
+    loose = [m for m in range(n) if m not in read]
+    while len(loose) > 1 or n == n_leaves:
+        ops.append(ADD), a.append(loose[0]), b.append(loose[1] if len(loose) > 1 else loose[0]), k.append(0.0)
+        loose = loose[2:] + [n]
+        n += 1
+    return x, np.array(ops, dtype=np.int64), np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(k)
+
+
+def _compile_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for n_leaves, n_ops in [(1, 1), (2, 5), (4, 12), (5, 40), (8, 120), (12, 300)]:
+        x, op, a, b, k = _op_graph(rng, n_leaves, n_ops)
+        leaves = rng.permutation(n_leaves)
+        n_params = int(rng.integers(0, n_leaves + 1))
+        n_inputs = int(rng.integers(0, n_leaves - n_params + 1))
+        params, inputs = leaves[:n_params], leaves[n_params:n_params + n_inputs]
+        for schedule in (True, False):
+            cases.append((x, op, a, b, k, params, inputs, schedule))
+    x, op, a, b, k = _op_graph(rng, 4, 20)
+    n = len(x) + len(op)
+    refused = [  # a param that is an op; an input twice; a param also an input; a number; a leaf not in the graph
+        (x, op, a, b, k, np.array([0, n - 2]), np.array([1]), True),
+        (x, op, a, b, k, np.array([0]), np.array([1, 1]), True),
+        (x, op, a, b, k, np.array([2]), np.array([2]), False),
+        (x, op, a, b, k, np.array([0, -1]), np.array([1]), True),
+        (np.append(x, 9.0), op + 0, np.where(a >= 4, a + 1, a), np.where(b >= 4, b + 1, b), k, np.array([0]),
+         np.array([4]), True),
+        (np.array([2.0]), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+         np.zeros(0), np.array([0]), np.zeros(0, dtype=np.int64), True),  # the root is a leaf
+    ]
+    return cases + refused
+
+
+def _compile_reference(x, op, a, b, k, params, inputs, schedule):
+    """(opcode, a, b, arg, counts, slot of every node), or the error code compile must raise."""
+    n_leaves, n = len(x), len(x) + len(op)
+    params, inputs = [int(p) for p in np.atleast_1d(params)], [int(i) for i in np.atleast_1d(inputs)]
+    if -1 in params + inputs:
+        return 1
+    if not len(op):
+        return 2
+    order = dfs_order(_children(n_leaves, a, b), n - 1)
+    listed = params + inputs
+    if len(set(listed)) < len(listed) or any(p not in order or p >= n_leaves for p in listed):
+        return 2
+    constants = [v for v in order if v < n_leaves and v not in listed]
+    ops = [v for v in order if v >= n_leaves]
+    if schedule:
+        depth = [0] * n
+        for v in ops:
+            depth[v] = 1 + max(depth[c] for c in _children(n_leaves, a, b)[v])
+        ops = sorted(ops, key=lambda v: (depth[v], TAPE_OPCODE[int(op[v - n_leaves])]))
+    nodes = listed + constants + ops
+    slot = np.full(n, -1, dtype=np.int64)
+    slot[nodes] = np.arange(n)
+    m = len(nodes)
+    t_op, t_a, t_b, t_arg = np.zeros(m, np.int64), np.full(m, -1, np.int64), np.full(m, -1, np.int64), np.zeros(m)
+    for s, v in enumerate(nodes):
+        if v >= n_leaves:
+            c = v - n_leaves
+            t_op[s], t_a[s], t_arg[s] = TAPE_OPCODE[int(op[c])], slot[a[c]], k[c]
+            t_b[s] = slot[b[c]] if b[c] >= 0 else -1
+    return t_op, t_a, t_b, t_arg, np.array([len(params), len(inputs), m - len(ops)]), slot
+
+
+def _compile_check(case: Case, outputs: tuple) -> str | None:
+    want = _compile_reference(*case)
+    if isinstance(want, int):
+        got = int(np.asarray(outputs[0]).reshape(-1)[0]) if len(outputs) == 1 else 0
+        names = {0: "no error", 1: "TypeError", 2: "ValueError"}
+        return None if got == want else f"compile should raise {names[want]} here; it gave {names.get(got, got)}"
+    if len(outputs) == 1:
+        return "compile raised an error on a graph it should compile"
+    what = ["opcodes", "first operands (a)", "second operands (b)", "args", "(n_params, n_inputs, n_leaves)",
+            "slots of the graph's nodes"]
+    for name, g, w in zip(what, outputs, want):
+        g = np.asarray(g)
+        if g.shape != w.shape or not np.array_equal(g.astype(np.float64), w.astype(np.float64)):
+            return f"wrong {name}: {g.tolist()[:12]}, expected {w.tolist()[:12]}"
+    return None
+
+
+# --- find_chains: graphs on a tape, fused ------------------------------------------------------------------
 
 def _mlp_graph(rng: np.random.Generator, n_in: int, widths: list[int]) -> Case:
     """Leaves: inputs, then weights and biases. Each neuron's sum is a chain b + w0 x0 + ... (sometimes without
@@ -280,8 +515,9 @@ def _chains_reference(x, op, a, b):
 
 
 PARTS = {
+    "backward": Part(cases=_backward_cases, reference=_backward_reference, rtol=1e-9, atol=1e-12),
+    "rules": Part(cases=_rules_cases, check=_rules_check),
+    "compile": Part(cases=_compile_cases, check=_compile_check),
     # numba's and Python's float64 may differ in the last bit, and the tape adds gradients in its own order
-    "sigmoid": Part(cases=_sigmoid_cases, check=_sigmoid_check),
-    "div_and_maximum": Part(cases=_div_max_cases, reference=forward_backward, rtol=1e-9, atol=1e-12),
     "find_chains": Part(cases=_chain_cases, reference=_chains_reference, rtol=1e-9, atol=1e-12),
 }
