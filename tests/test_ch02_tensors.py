@@ -230,37 +230,7 @@ def test_judge_rejects_wrong_answers(mistake, tmp_path, monkeypatch):
     assert _run_hidden(namespace, hidden, [part], tmp_path, seed=5)[part] is not None, mistake
 
 
-def _shape_of_line(line: str) -> str:
-    """A line of code with its names and numbers blanked: two lines of the same shape differ only in those."""
-    import io
-    import keyword
-    import tokenize
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return line.strip()
-    return " ".join("N" if t.type == tokenize.NAME and not keyword.iskeyword(t.string) else "0" if t.type ==
-                    tokenize.NUMBER else t.string for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL,
-                                                                                  tokenize.NEWLINE, tokenize.ENDMARKER))
-
-
-def _code_lines_of(source: str) -> list[str]:
-    return [shape for line in source.splitlines() if (shape := _shape_of_line(line)) and "### " not in line]
-
-
-def test_no_solution_repeats_four_lines_of_the_chapters_code():
-    """The exercise asks for what the chapter explains without writing out: no run of four lines of a solution
-    cell has the shape of four consecutive lines of a code cell of the chapter."""
-    import nbformat
-    chapter = [_code_lines_of(c.source) for c in nbformat.read(CHAPTER, as_version=4).cells if c.cell_type == "code"]
-    runs = {tuple(lines[i:i + 4]) for lines in chapter for i in range(len(lines) - 3)}
-    solutions, _ = solution_cells(SOLUTIONS)
-    for part, source in solutions.items():
-        lines = _code_lines_of(source)
-        shared = [lines[i:i + 4] for i in range(len(lines) - 3) if tuple(lines[i:i + 4]) in runs]
-        assert not shared, f"part {part} repeats the chapter's code: {shared[0]}"
-
-
+# The solutions do not repeat the chapter's code: tests/test_notebooks.py
 # The chapter's structure (title, headings, no outputs, exercise link): tests/test_notebooks.py
 
 

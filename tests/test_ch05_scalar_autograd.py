@@ -326,16 +326,3 @@ def test_chapter_figures(book_build):
     graph = cross_entropy(MLP(64, [16, 10], seed=0)((X[0] / 16.0).tolist()), int(y[0]))  # any example: same shape
     assert fig["ch5_nodes_per_example"] == len(topological_order(graph))
     assert (fig["ch5_value_steps"], fig["ch5_train_images"], fig["ch5_tape_steps"]) == (600, 1497, 14970)
-
-
-def test_no_solution_repeats_four_lines_of_the_chapters_code():
-    """The exercise asks for what the chapter explains without writing out: no run of four lines of a solution
-    cell has the shape of four consecutive lines of a code cell of the chapter (the shapes: test_ch02_tensors)."""
-    from test_ch02_tensors import _code_lines_of
-    chapter = [_code_lines_of(c.source) for c in nbformat.read(CHAPTER, as_version=4).cells if c.cell_type == "code"]
-    runs = {tuple(lines[i:i + 4]) for lines in chapter for i in range(len(lines) - 3)}
-    solutions, _ = solution_cells(SOLUTIONS)
-    for part, source in solutions.items():
-        lines = _code_lines_of(source)
-        shared = [lines[i:i + 4] for i in range(len(lines) - 3) if tuple(lines[i:i + 4]) in runs]
-        assert not shared, f"part {part} repeats the chapter's code: {shared[0]}"
