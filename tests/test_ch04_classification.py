@@ -523,3 +523,32 @@ def test_chapter_sentiment_sizes_from_the_build(book_build):
     curvature = np.linalg.eigvalsh(X_train.T @ X_train / (4 * len(y_train)))[-1]  # power iteration's target
     assert fig["ch4_sentiment_curvature"] == pytest.approx(curvature, rel=1e-3)
     assert fig["ch4_sentiment_safe_lr"] == pytest.approx(2 / fig["ch4_sentiment_curvature"], rel=1e-9)
+
+
+def _sgd_teenygrad():
+    """The chapter's mini-batch run: a validation split of the training images, fit_classifier as the chapter calls it."""
+    Z_train, Z_test, d_train, d_test = _digits_features()
+    F_train, F_val, f_train, f_val = train_test_split(Z_train.astype(np.float32), d_train, test_fraction=0.2, seed=1)
+    W, history = classification.fit_classifier(tg.zeros(Z_train.shape[1], 10), tg.tensor(F_train), tg.tensor(f_train),
+                                               tg.tensor(F_val), tg.tensor(f_val), lr=1.0, batch_size=16, epochs=100,
+                                               patience=5, seed=0)
+    return dict(train_size=len(f_train), history=history,
+                test_acc=classification.accuracy(tg.tensor(Z_test.astype(np.float32)) @ W, d_test))
+
+
+def test_sgd_figures():
+    run = _sgd_teenygrad()
+    val, best = run["history"]["val_loss"], run["history"]["best_epoch"]
+    assert run["train_size"] < 1437  # "trained on fewer images than the full-batch model"
+    assert any(b > a for a, b in zip(val, val[1:]))  # "goes up and down from epoch to epoch"
+    assert len(val) == best + 5 < 100  # stopped early, patience 5 after the best epoch
+    assert (len(val), best) == (21, 16) and run["test_acc"] == pytest.approx(0.961, abs=0.004)
+
+
+def test_chapter_sgd_figures_from_the_build(book_build):
+    fig = book_figures("04-classification")
+    run = _sgd_teenygrad()
+    assert fig["ch4_sgd_train_size"] == run["train_size"]
+    assert (fig["ch4_sgd_epochs"], fig["ch4_sgd_best_epoch"]) == (len(run["history"]["val_loss"]),
+                                                                run["history"]["best_epoch"])
+    assert fig["ch4_sgd_test_acc"] == pytest.approx(run["test_acc"], abs=1e-12)

@@ -16,7 +16,8 @@ reference here is numpy in float64, written from the definitions:
                        must be the replay's. Its hidden test puts numpy stand-ins for the softmax and cross_entropy
                        parts, so it scores on its own. Crafted runs: validation labels that disagree with training
                        (the best epoch is the first, the stop patience epochs later), patience longer than the run,
-                       batches of one row, of all rows, and ones that do not divide n, and a zero step (every epoch ties).
+                       batches of one row, of all rows, and ones that do not divide n, and a zero step (every
+                       epoch ties).
   precision_recall_f1  (y_true, y_pred, num_classes) -> (precision, recall, f1), three (num_classes,) arrays, on
                        classes that never occur or are never predicted (0/0 is 0), a single example, a single class
 """
