@@ -58,19 +58,19 @@ def _sum_cases(rng: np.random.Generator) -> list[Case]:
 
 # ---- binary: teenygrad's arithmetic and comparisons on broadcast strided views ----------------------------------
 
-BINARY_VIEWS = {  # name -> numpy on (x, y); each name is what the hidden cell computes on Tensors t = x, u = y
-    "t - u.T": lambda x, y: x - y.T,
+BINARY_VIEWS = {  # name -> numpy on (x, y); each name is what the hidden cell computes on Tensors t = x, s = y
+    "t - s.T": lambda x, y: x - y.T,
     "2.5 - t[::-1]": lambda x, y: 2.5 - x[::-1],
-    "t / u.T": lambda x, y: x / y.T,
-    "t[:, ::-1] / u.T[:1]": lambda x, y: x[:, ::-1] / y.T[:1],
+    "t / s.T": lambda x, y: x / y.T,
+    "t[:, ::-1] / s.T[:1]": lambda x, y: x[:, ::-1] / y.T[:1],
     "1.0 / t": lambda x, y: 1.0 / x,
-    "t.maximum(u.T)": lambda x, y: np.maximum(x, y.T),
-    "t.T.maximum(u[:, :1])": lambda x, y: np.maximum(x.T, y[:, :1]),
-    "t == u.T": lambda x, y: x == y.T,
-    "t != u.T[::-1]": lambda x, y: x != y.T[::-1],
-    "t < u.T[:1]": lambda x, y: x < y.T[:1],
-    "t.T <= u": lambda x, y: x.T <= y,
-    "t[::-1] > u.T": lambda x, y: x[::-1] > y.T,
+    "t.maximum(s.T)": lambda x, y: np.maximum(x, y.T),
+    "t.T.maximum(s[:, :1])": lambda x, y: np.maximum(x.T, y[:, :1]),
+    "t == s.T": lambda x, y: x == y.T,
+    "t != s.T[::-1]": lambda x, y: x != y.T[::-1],
+    "t < s.T[:1]": lambda x, y: x < y.T[:1],
+    "t.T <= s": lambda x, y: x.T <= y,
+    "t[::-1] > s.T": lambda x, y: x[::-1] > y.T,
     "t >= 0.5": lambda x, y: x >= 0.5,
 }
 
