@@ -1,7 +1,14 @@
 """Judge for assignment 03-kernels: numba kernels (exercises/03-kernels.ipynb).
 
-The learner writes three pieces of teenygrad (`@exercise` in `teenygrad/kernels/`), and the hidden tests
+The learner writes five parts of teenygrad's kernels (`@exercise` in `teenygrad/kernels/`), and the hidden tests
 install them and run *teenygrad itself* on top of them:
+
+* `binary` (`sub`, `div`, `maximum`, `compare`: `KERNELS["sub"]`, ..., `KERNELS["lt"]`, ...): teenygrad's arithmetic
+  and comparisons on broadcast strided views of two random operands (`BINARY_VIEWS`, spelled out once for both
+  sides), with every special value planted (ties, signed zeros, inf, nan): IEEE division, nan wins in maximum.
+
+* `max_rows` (`max_rows`, `argmax_rows`): `t.max(...)` and `t.argmax(...)` on views (`MAX_VIEWS`), with ties, nans
+  and an int64 case, compared exactly (numpy's rules: nan is never lost, ties go to the first position).
 
 * `sum_rows`, the `sum` kernel (`KERNELS["sum"]`): teenygrad's `t.sum(...)` on strided views of each case
   (a step slice, a transpose, a flip, an empty axis); the reference is numpy on the same views (`SUM_VIEWS`
@@ -25,7 +32,7 @@ install them and run *teenygrad itself* on top of them:
   Its speed is timed by the grader (`autograder/speed.py`), never in the learner's process, whose clock could
   be faked: the harness runs the notebook's setup cell and this part's solution cell in a sandbox of their own
   and times `tile_product` (the setup cell's helper: the learner's tile kernel over the whole matrix) on fresh
-  inputs against teenygrad's naive kernel, served and timed the same way.
+  inputs against teenygrad's serial `matmul_tiled`, served and timed the same way (`SPEEDUP` says how fast).
 """
 from __future__ import annotations
 
