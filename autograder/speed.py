@@ -212,6 +212,6 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         more, why = _run(make_box("speed-reference-again"), ref_config, again, rng, LOAD_SECONDS)
         ratio = min(reference, *more) / min(times) if more and not why else ratio
     if ratio < speed.speedup:
-        return (f"timed by the grader, {ratio:.1f} times as fast as {speed.reference.split(':')[1]} at {size}; "
+        return (f"timed by the grader, {ratio:.2g} times as fast as {speed.reference.split(':')[1]} at {size}; "
                 f"needs {speed.speedup:g}x (is it compiled with @kernel?)")
     return None

@@ -237,10 +237,10 @@ EXPECTED = {
 }
 
 
-# ---- exercise 3's speed point (8 points: sum 2, blocked launcher 3, fast tile kernel 3) ------------------------
+# ---- exercise 3's speed point (10 points, 2 a part: the fast tile kernel's is timed) ------------------------------
 
 KERNELS = "03-kernels"
-KERNEL_PARTS = ["sum_rows", "matmul_blocked", "matmul_tile"]
+KERNEL_PARTS = ["binary", "sum_rows", "max_rows", "matmul_blocked", "matmul_tile"]
 # a tile kernel that is right to the last bit but slow (its inner index is not provably non-negative, so it does
 # not vectorise), with a clock that runs 20 times slower while "its" kernel is timed: the notebook's own timings
 # say 20x faster than naive, and the grader's own timing says about 1.5x
@@ -248,12 +248,12 @@ FAKE_CLOCK = """import time
 _real, _mine = time.perf_counter, [False]
 time.perf_counter = lambda: _real() * (0.05 if _mine[0] else 1.0)
 time.time = time.perf_counter
-_naive = matmul_naive  # from the first cell
+_tiled = matmul_tiled  # from the first cell
 
 
-def matmul_naive(a, b, out):
+def matmul_tiled(a, b, out):
     _mine[0] = False
-    _naive(a, b, out)
+    _tiled(a, b, out)
 
 
 @kernel
@@ -281,6 +281,6 @@ def kernel_notebooks() -> dict[str, bytes]:
 
 
 KERNEL_EXPECTED = {
-    "kernels-solved": (8, ""),
-    "kernels-fake-clock": (5, "timed by the grader"),  # its own clock said 20x; the grader's says ~1.5x
+    "kernels-solved": (10, ""),
+    "kernels-fake-clock": (8, "timed by the grader"),  # its own clock said ~1x matmul_tiled; the grader's says < 0.1x
 }

@@ -19,7 +19,18 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import teenygrad as tg
-from autograder.judges.kernels import PARTS, SPEED_SIZE, SUM_VIEWS, _sum, one_k_at_a_time, tiles
+from autograder.judges.kernels import (
+    BINARY_VIEWS,
+    MAX_VIEWS,
+    PARTS,
+    SPEED_SIZE,
+    SUM_VIEWS,
+    _binary,
+    _max,
+    _sum,
+    one_k_at_a_time,
+    tiles,
+)
 from teenygrad.grading import GRADING_DIR_ENV
 from teenygrad.kernels import blocked, cpu
 from teenygrad.kernels.jit import JIT_ENABLED
@@ -29,7 +40,10 @@ from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "03-kernels.ipynb"
 SOLUTIONS = REPO / "solutions" / "03-kernels.ipynb"
-POINTS = {"sum_rows": 2, "matmul_blocked": 3, "matmul_tile": 3}
+POINTS = {"binary": 2, "sum_rows": 2, "max_rows": 2, "matmul_blocked": 2, "matmul_tile": 2}
+FUNCTIONS = {"binary": ("sub", "div", "maximum", "compare"), "sum_rows": ("sum_rows",),
+             "max_rows": ("max_rows", "argmax_rows"), "matmul_blocked": ("matmul_blocked",),
+             "matmul_tile": ("matmul_tile",)}
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=32)
 
@@ -88,6 +102,22 @@ def test_sum_kernel_on_strided_views_is_numpy(shape, seed):
     assert tg.kernels.KERNELS["sum"] is tg.kernels.reduce.sum_rows
 
 
+@settings(deadline=None, max_examples=30)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.integers(0, 2**31))
+def test_binary_and_max_kernels_on_strided_views_are_numpy(shape, seed):
+    """The binary family (exercise 3's part binary) and max/argmax (part max_rows) through Tensor ops on views."""
+    rng = np.random.default_rng(seed)
+    x = np.where(rng.random(shape) < 0.3, rng.integers(-1, 2, size=shape), rng.normal(size=shape)).astype(np.float32)
+    y = rng.normal(size=shape[-1:]).astype(np.float32)
+    t, s = tg.tensor(x), tg.tensor(y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for got, want in [(t[::-1] - s, x[::-1] - y), (t / s[::-1], x / y[::-1]), (1.0 / t.T, 1.0 / x.T),
+                          (t.maximum(s), np.maximum(x, y)), (t < s, x < y), (t != t[::-1], x != x[::-1]),
+                          (t.max(axis=0), x.max(axis=0)), (t.T.argmax(axis=-1), x.T.argmax(axis=-1))]:
+            np.testing.assert_array_equal(got.numpy(), np.asarray(want).astype(got.numpy().dtype))
+    assert tg.kernels.KERNELS["max"] is tg.kernels.reduce.max_rows and tg.kernels.KERNELS["sub"] is tg.kernels.elementwise.sub
+
+
 # --- the judge's references against plain numpy -------------------------------------------------------
 
 @settings(deadline=None, max_examples=60)
@@ -99,6 +129,21 @@ def test_sum_reference_is_numpy_sum_on_each_view(x):
     for g, w in zip(got, want):
         assert g.dtype == x.dtype and g.shape == np.shape(w)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-3)
+
+
+def test_binary_and_max_references_are_numpy_on_each_view():
+    rng = np.random.default_rng(3)
+    for x, y in PARTS["binary"].cases(rng):
+        got = _binary(x, y)
+        assert len(got) == len(BINARY_VIEWS) and all(g.dtype == x.dtype for g in got)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.testing.assert_array_equal(got[2], x / y.T)
+        np.testing.assert_array_equal(got[7], (x == y.T).astype(x.dtype))
+    for (x,) in PARTS["max_rows"].cases(rng):
+        got = _max(x)
+        assert len(got) == len(MAX_VIEWS)
+        np.testing.assert_array_equal(got[1], x.max(axis=0))
+        np.testing.assert_array_equal(got[7], x[:, ::-1].argmax(axis=1))
 
 
 def test_one_k_at_a_time_is_the_definition():
@@ -122,6 +167,12 @@ def test_cases_cover_the_edge_cases():
     assert any(i0 == i1 for i0, i1, *_ in bounds) and any(k0 == k1 for _, _, k0, k1, _, _ in bounds)
     assert {c[2].dtype for c in PARTS["matmul_tile"].cases(rng)} == {np.dtype(np.float32), np.dtype(np.float64)}
     assert any(x.shape[-1] == 0 for (x,) in PARTS["sum_rows"].cases(rng))  # a sum over an empty axis
+    binary = PARTS["binary"].cases(rng)  # zeros, signed zeros, infinities and nans among the operands of each dtype
+    for dtype in (np.float32, np.float64):
+        y = np.concatenate([y.ravel() for _, y in binary if y.dtype == dtype])
+        assert np.isnan(y).any() and np.isinf(y).any() and (np.signbit(y) & (y == 0)).any()
+    maxes = [x for (x,) in PARTS["max_rows"].cases(rng)]
+    assert any(np.isnan(x).any() for x in maxes if x.dtype.kind == "f") and any(x.dtype == np.int64 for x in maxes)
     a, b, out = PARTS["matmul_tile"].speed.arguments(rng)
     assert a.shape == b.shape == out.shape == (SPEED_SIZE, SPEED_SIZE)
 
@@ -143,7 +194,7 @@ def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> di
     """The hidden tests, with the notebook's functions installed in teenygrad (as its test cells do first)."""
     with contextlib.ExitStack() as stack:
         for part in PARTS:
-            stack.enter_context(tg.edition.installed("03-kernels", part, namespace[part]))
+            stack.enter_context(tg.edition.installed("03-kernels", part, *(namespace[f] for f in FUNCTIONS[part])))
         return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
 
 
@@ -162,8 +213,9 @@ def test_solutions_notebook_matches_the_judge():
         assert points == POINTS[part]
         assert f'report("{part}", ' in hidden and "assert" not in hidden
         # the function is defined outside the solution markers, so a released exercise still defines it
-        head = solutions[part][:solutions[part].index("### BEGIN SOLUTION")]
-        assert f"def {part}(" in head
+        for name in FUNCTIONS[part]:
+            head = solutions[part][:solutions[part].index(f"def {name}(")]
+            assert f"def {name}(" in solutions[part] and "### BEGIN SOLUTION" not in head.split("@kernel")[-1]
 
 
 def test_hidden_cells_take_the_judges_views():
@@ -173,11 +225,28 @@ def test_hidden_cells_take_the_judges_views():
             in hidden["sum_rows"])
     assert list(SUM_VIEWS) == ["t.sum()", "t.sum(axis=0)", "t.sum(axis=-1)", "t.T.sum(axis=-1)",
                                "t[::2, ::-1].sum(axis=1)"]
+    binary = hidden["binary"]
+    assert "[" + ", ".join(BINARY_VIEWS) + "]" in " ".join(binary.split()).replace("[ ", "[")
+    assert "[" + ", ".join(MAX_VIEWS) + "]" in " ".join(hidden["max_rows"].split()).replace("[ ", "[")
     # the blocked launcher runs on the grader's recording tile kernel, never on the learner's
     assert 'tg.edition.installed("03-kernels", "matmul_tile", matmul_tile)' in hidden["matmul_blocked"]
 
 
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
+    "sub ignores the strides of b": ("binary", "a[u(ia + j * sa)] - b[u(ib + j * sb)]", "a[u(ia + j * sa)] - b[u(ib + j)]"),
+    "sub finds rows of b with a's strides": ("binary", "ib = row_start(r, shape, b_strides, b_offset)\n        for j in range(n):\n"
+                                             "            out[u(r * n + j)] = a[u(ia + j * sa)] - b",
+                                             "ib = row_start(r, shape, a_strides, b_offset)\n        for j in range(n):\n"
+                                             "            out[u(r * n + j)] = a[u(ia + j * sa)] - b"),
+    "div with a plain / (0 / 0 raises or is not nan)": ("binary", "safe_div(a[u(ia + j * sa)], b[u(ib + j * sb)])",
+                                                      "a[u(ia + j * sa)] / (b[u(ib + j * sb)] + 1e-30)"),
+    "maximum loses nan": ("binary", "p if p >= q or p != p else q", "p if p >= q else q"),
+    "compare swaps < and <=": ("binary", "hit = p < q", "hit = p <= q"),
+    "compare with nan is true for ==": ("binary", "hit = p == q", "hit = not (p < q or p > q)"),
+    "max ignores nan": ("max_rows", "                out[m] = np.nan\n    else", "                pass\n    else"),
+    "max in the swapped loops forgets the offset": ("max_rows", "base = x_offset + n * sn", "base = n * sn"),
+    "argmax takes the last of equals": ("max_rows", "if v > best:\n                    best, where", "if v >= best:\n                    best, where"),
+    "argmax skips nan": ("max_rows", "                if v != v:\n                    where = n\n                    break\n", ""),
     "sum ignores the row stride": ("sum_rows", "base = x_offset + m * sm", "base = x_offset + m * N"),
     "sum ignores the column stride": ("sum_rows", "total += x[base + n * sn]", "total += x[base + n]"),
     "sum leaves empty rows unset": ("sum_rows", "            out[m] = total", "            if N > 0:\n                out[m] = total"),

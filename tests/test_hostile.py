@@ -182,7 +182,7 @@ def test_a_faked_clock_earns_nothing(graded_kernels, name):
     result = json.loads((graded_kernels / "autograded" / name / hostile.KERNELS / "result.json").read_text())
     score, text = hostile.KERNEL_EXPECTED[name]
     speed = next(p for p in result["parts"] if p["name"] == "matmul_tile")
-    assert result["score"] == score and result["max_score"] == 8, result["parts"]
+    assert result["score"] == score and result["max_score"] == 10, result["parts"]
     assert text in speed["message"]
     if name == "kernels-fake-clock":  # its own visible test believed the fake clock
         outputs = (graded_kernels / "autograded" / name / hostile.KERNELS / f"{hostile.KERNELS}.ipynb").read_text()

@@ -76,7 +76,7 @@ KERNELS: dict[str, Callable] = {
     **{name: _comparison(code) for code, name in enumerate(elementwise.COMPARISONS)},
     "gelu_backward": elementwise.gelu_backward,
     # reductions over the last axis of an (M, N) view (reduce.py), row-wise softmax and its backward (softmax.py)
-    "sum": reduce.sum_rows, "max": reduce.max, "argmax": reduce.argmax,
+    "sum": reduce.sum_rows, "max": reduce.max_rows, "argmax": reduce.argmax_rows,
     "softmax": softmax.softmax, "log_softmax": softmax.log_softmax,
     "softmax_backward": softmax.softmax_backward, "log_softmax_backward": softmax.log_softmax_backward,
     # matrix products (matmul.py)

@@ -25,9 +25,11 @@ exceptions, so TEENYGRAD_JIT=0 (plain Python) and compiled runs agree.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
+from teenygrad.edition import exercise
 from teenygrad.kernels.jit import CHUNKS, kernel, parallel_pays, prange
 
 u = np.uintp  # unsigned index: see the module docstring
@@ -206,16 +208,6 @@ def add(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
 
 
 @kernel
-def sub(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
-    n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
-    for r in range(out.size // n):
-        ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
-        o = r * n
-        for j in range(n):
-            out[u(o + j)] = a[u(ia + j * sa)] - b[u(ib + j * sb)]
-
-
-@kernel
 def mul(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
     n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
     for r in range(out.size // n):
@@ -223,16 +215,6 @@ def mul(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         o = r * n
         for j in range(n):
             out[u(o + j)] = a[u(ia + j * sa)] * b[u(ib + j * sb)]
-
-
-@kernel
-def div(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
-    n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
-    for r in range(out.size // n):
-        ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
-        o = r * n
-        for j in range(n):
-            out[u(o + j)] = safe_div(a[u(ia + j * sa)], b[u(ib + j * sb)])
 
 
 @kernel
@@ -245,42 +227,108 @@ def pow(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):  # noqa: A0
             out[u(o + j)] = safe_pow(a[u(ia + j * sa)], b[u(ib + j * sb)])
 
 
-@kernel
-def maximum(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
-    n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
-    for r in range(out.size // n):
-        ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
-        o = r * n
-        for j in range(n):
-            p, q = a[u(ia + j * sa)], b[u(ib + j * sb)]
-            out[u(o + j)] = p if (p >= q or p != p) else q  # like numpy: nan wins
+# ---- exercise 3's pieces: the rest of the binary family, each a launcher that compiles its loop on first call -----
+# A launcher, not a @kernel, so that a learner's function can be installed in its place (KERNELS["sub"] is it).
+# Each loop is `add`'s: rows of the coalesced shape, each row's start in a and b from row_start, unsigned indices.
+
+_COMPILED: dict[str, Callable] = {}  # name -> the compiled loop of a piece below
 
 
-@kernel
-def compare(op, shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
-    """Comparisons write 1 (true) or 0 (false). op: 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge.
+@exercise("03-kernels", "binary")
+def sub(shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, b: np.ndarray, b_strides: np.ndarray,
+        b_offset: int, out: np.ndarray) -> None:
+    """The "sub" kernel (the binary convention of the module docstring): out[flat(i)] = a(i) - b(i)."""
+    kern = _COMPILED.get("sub")
+    if kern is None:
+        @kernel
+        def kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
+            n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
+            for r in range(out.size // n):
+                ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
+                o = r * n
+                for j in range(n):
+                    out[u(o + j)] = a[u(ia + j * sa)] - b[u(ib + j * sb)]
 
-    One kernel for all six (the branch on `op` is the same for every element, so it predicts perfectly).
-    """
-    n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
-    for r in range(out.size // n):
-        ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
-        o = r * n
-        for j in range(n):
-            p, q = a[u(ia + j * sa)], b[u(ib + j * sb)]
-            if op == 0:
-                t = p == q
-            elif op == 1:
-                t = p != q
-            elif op == 2:
-                t = p < q
-            elif op == 3:
-                t = p <= q
-            elif op == 4:
-                t = p > q
-            else:
-                t = p >= q
-            out[u(o + j)] = 1 if t else 0
+        _COMPILED["sub"] = kern
+    kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+
+
+@exercise("03-kernels", "binary")
+def div(shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, b: np.ndarray, b_strides: np.ndarray,
+        b_offset: int, out: np.ndarray) -> None:
+    """The "div" kernel: out[flat(i)] = a(i) / b(i), with IEEE results where Python would raise (`safe_div`):
+    x / 0 is inf with the sign of x times the sign of the zero, 0 / 0 and nan / 0 are nan. Floats only (the op
+    casts integer operands to float32 first)."""
+    kern = _COMPILED.get("div")
+    if kern is None:
+        @kernel
+        def kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
+            n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
+            for r in range(out.size // n):
+                ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
+                o = r * n
+                for j in range(n):
+                    out[u(o + j)] = safe_div(a[u(ia + j * sa)], b[u(ib + j * sb)])
+
+        _COMPILED["div"] = kern
+    kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+
+
+@exercise("03-kernels", "binary")
+def maximum(shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, b: np.ndarray,
+            b_strides: np.ndarray, b_offset: int, out: np.ndarray) -> None:
+    """The "maximum" kernel: out[flat(i)] = the larger of a(i) and b(i), and nan when either is nan (numpy's
+    rule, which the max reduction follows too)."""
+    kern = _COMPILED.get("maximum")
+    if kern is None:
+        @kernel
+        def kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
+            n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
+            for r in range(out.size // n):
+                ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
+                o = r * n
+                for j in range(n):
+                    p, q = a[u(ia + j * sa)], b[u(ib + j * sb)]
+                    out[u(o + j)] = p if (p >= q or p != p) else q  # p is nan, or the larger: p; else q
+
+        _COMPILED["maximum"] = kern
+    kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+
+
+@exercise("03-kernels", "binary")
+def compare(op: int, shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, b: np.ndarray,
+            b_strides: np.ndarray, b_offset: int, out: np.ndarray) -> None:
+    """The six comparison kernels in one: out[flat(i)] = 1 if a(i) OP b(i) else 0, in out's dtype (the operands'),
+    where op 0..5 is ==, !=, <, <=, >, >= (`COMPARISONS`); a comparison with nan is false except !=.
+
+    One compiled loop for all six: the branch on `op` goes the same way for every element, so the processor
+    predicts it perfectly."""
+    kern = _COMPILED.get("compare")
+    if kern is None:
+        @kernel
+        def kern(op, shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
+            n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
+            for r in range(out.size // n):
+                ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
+                o = r * n
+                for j in range(n):
+                    p, q = a[u(ia + j * sa)], b[u(ib + j * sb)]
+                    if op == 0:
+                        t = p == q
+                    elif op == 1:
+                        t = p != q
+                    elif op == 2:
+                        t = p < q
+                    elif op == 3:
+                        t = p <= q
+                    elif op == 4:
+                        t = p > q
+                    else:
+                        t = p >= q
+                    out[u(o + j)] = 1 if t else 0
+
+        _COMPILED["compare"] = kern
+    kern(op, shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
 
 
 # ---- GELU: float32 data, contiguous, takes a vectorised path; anything else the strided kernels above ----

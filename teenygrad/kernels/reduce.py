@@ -1,5 +1,5 @@
-"""Reduction kernels (chapters 2 and 3): sum (`sum_rows`, exercise 3's piece), max, argmax over the last axis
-of an (M, N) strided matrix.
+"""Reduction kernels (chapters 2 and 3): sum, max, argmax over the last axis of an (M, N) strided matrix
+(`sum_rows`, `max_rows`, `argmax_rows`: exercise 3's pieces, each a launcher that compiles its loop on first call).
 
 Every reduction is brought to one shape first (see `teenygrad.ops.reductions`): the kept axes are flattened
 into M rows and the reduced axes into N columns, so that element (m, n) is
@@ -26,7 +26,7 @@ from teenygrad.edition import exercise
 from teenygrad.kernels.elementwise import u  # unsigned indices let numba vectorize
 from teenygrad.kernels.jit import kernel
 
-_COMPILED: dict[str, Callable] = {}  # the sum's loop, compiled on the first call of sum_rows
+_COMPILED: dict[str, Callable] = {}  # name -> the loop of a piece below, compiled on its first call
 
 
 @exercise("03-kernels", "sum_rows")
@@ -61,48 +61,65 @@ def sum_rows(x: np.ndarray, x_offset: int, M: int, sm: int, N: int, sn: int, out
     kern(x, x_offset, M, sm, N, sn, out)
 
 
-@kernel
-def max(x, x_offset, M, sm, N, sn, out):  # noqa: A001
-    """Requires N >= 1 (the max of nothing is undefined; the op raises before calling).
+@exercise("03-kernels", "max_rows")
+def max_rows(x: np.ndarray, x_offset: int, M: int, sm: int, N: int, sn: int, out: np.ndarray) -> None:
+    """The `max` kernel: out[m] = the largest of x[x_offset + m*sm + n*sn] over n < N, for m < M; nan when any
+    of them is nan (numpy's rule). Requires N >= 1 (the max of nothing is undefined; the op raises first).
 
-    Branch-free inner loops (a select, plus a separate "saw a nan" flag, since numpy's max is nan when
-    any element is) so that the compiler can vectorize them.
-    """
-    if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
-        nan = np.zeros(M, dtype=np.bool_)
-        for m in range(M):
-            out[m] = x[u(x_offset + m * sm)]
-        for n in range(1, N):
-            base = x_offset + n * sn
+    Like `sum_rows`, it sweeps the matrix row by row into M running maxima when |sm| < |sn|. Its inner loops are
+    branch-free (a select, and a separate "saw a nan" flag) so that the compiler can vectorise them."""
+    kern = _COMPILED.get("max")
+    if kern is None:
+        @kernel
+        def kern(x, x_offset, M, sm, N, sn, out):
+            if sm != 0 and (sm if sm > 0 else -sm) < (sn if sn > 0 else -sn):
+                nan = np.zeros(M, dtype=np.bool_)
+                for m in range(M):
+                    out[m] = x[u(x_offset + m * sm)]
+                for n in range(1, N):
+                    base = x_offset + n * sn
+                    for m in range(M):
+                        v = x[u(base + m * sm)]
+                        out[m] = v if v > out[m] else out[m]
+                        nan[m] |= v != v
+                for m in range(M):
+                    if nan[m] or out[m] != out[m]:
+                        out[m] = math.nan
+            else:
+                for m in range(M):
+                    base = x_offset + m * sm
+                    best = x[u(base)]
+                    nan = best != best
+                    for n in range(1, N):
+                        v = x[u(base + n * sn)]
+                        best = v if v > best else best
+                        nan |= v != v
+                    out[m] = best
+                    if nan:
+                        out[m] = math.nan
+
+        _COMPILED["max"] = kern
+    kern(x, x_offset, M, sm, N, sn, out)
+
+
+@exercise("03-kernels", "max_rows")
+def argmax_rows(x: np.ndarray, x_offset: int, M: int, sm: int, N: int, sn: int, out: np.ndarray) -> None:
+    """The `argmax` kernel: out[m] (int64) = the position n < N of the largest x[x_offset + m*sm + n*sn]: the
+    first one on ties, and the first nan if there is one (numpy's rule). Requires N >= 1.
+
+    Row by row whatever the strides: argmax is mostly taken over a contiguous last axis (class scores)."""
+    kern = _COMPILED.get("argmax")
+    if kern is None:
+        @kernel
+        def kern(x, x_offset, M, sm, N, sn, out):
             for m in range(M):
-                v = x[u(base + m * sm)]
-                out[m] = v if v > out[m] else out[m]
-                nan[m] |= v != v
-        for m in range(M):
-            if nan[m] or out[m] != out[m]:
-                out[m] = math.nan
-    else:
-        for m in range(M):
-            base = x_offset + m * sm
-            best = x[u(base)]
-            nan = best != best
-            for n in range(1, N):
-                v = x[u(base + n * sn)]
-                best = v if v > best else best
-                nan |= v != v
-            out[m] = best
-            if nan:
-                out[m] = math.nan
+                base = x_offset + m * sm
+                best, arg = x[u(base)], 0
+                for n in range(1, N):
+                    v = x[u(base + n * sn)]
+                    if v > best or (v != v and best == best):  # a larger value, or the first nan
+                        best, arg = v, n
+                out[m] = arg
 
-
-@kernel
-def argmax(x, x_offset, M, sm, N, sn, out):
-    """Requires N >= 1. Row-by-row: argmax is mostly taken over a contiguous last axis (class scores)."""
-    for m in range(M):
-        base = x_offset + m * sm
-        best, arg = x[u(base)], 0
-        for n in range(1, N):
-            v = x[u(base + n * sn)]
-            if v > best or (v != v and best == best):
-                best, arg = v, n
-        out[m] = arg
+        _COMPILED["argmax"] = kern
+    kern(x, x_offset, M, sm, N, sn, out)
