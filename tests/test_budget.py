@@ -25,9 +25,11 @@ from conftest import REPO
 # blocks, the vector micro-kernel, kernel caches stamped with all kernels' source, column sums sharing a loop over
 # rows, and codegen.py's split in two: 7,383 at 824daae. Then +104 for the compiler as one package, split by idea
 # (schedule() in named phases, codegen in five modules, their shared names public: imports and signatures) and the map
-# of old module paths that keeps a learner's older mine/ files importing: 7,487.
-MAX_PACKAGE_LINES = 7650  # 7,487 code lines, + ~2% headroom
-MAX_MODULE_LINES = 350  # the biggest: tape.py 287, tensor.py 276, kernels/elementwise.py 262, compiler/capture/ops.py 251
+# of old module paths that keeps a learner's older mine/ files importing: 7,487. Then +219 for exercises 1-5 at a
+# course's weight (issue 34): the pieces a learner writes became launchers that compile their loops inside (the binary
+# kernels, max and argmax, softmax and cross-entropy), fit_classifier, and each piece's contract: 7,706.
+MAX_PACKAGE_LINES = 7850  # 7,706 code lines, + ~2% headroom
+MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
             tokenize.ENDMARKER}

@@ -3,9 +3,10 @@
 The learner writes five parts of teenygrad's kernels (`@exercise` in `teenygrad/kernels/`), and the hidden tests
 install them and run *teenygrad itself* on top of them:
 
-* `binary` (`sub`, `div`, `maximum`, `compare`: `KERNELS["sub"]`, ..., `KERNELS["lt"]`, ...): teenygrad's arithmetic
-  and comparisons on broadcast strided views of two random operands (`BINARY_VIEWS`, spelled out once for both
-  sides), with every special value planted (ties, signed zeros, inf, nan): IEEE division, nan wins in maximum.
+* `binary` (`sub`, `mul`, `div`, `pow`, `maximum`, `compare`: `KERNELS["sub"]`, ..., `KERNELS["lt"]`, ...):
+  teenygrad's arithmetic and comparisons on broadcast strided views of two random operands (`BINARY_VIEWS`,
+  spelled out once for both sides), with every special value planted (ties, signed zeros, inf, nan): IEEE division
+  and powers, nan wins in maximum.
 
 * `max_rows` (`max_rows`, `argmax_rows`): `t.max(...)` and `t.argmax(...)` on views (`MAX_VIEWS`), with ties, nans
   and an int64 case, compared exactly (numpy's rules: nan is never lost, ties go to the first position).
@@ -71,6 +72,10 @@ BINARY_VIEWS = {  # name -> numpy on (x, y); each name is what the hidden cell c
     "t / s.T": lambda x, y: x / y.T,
     "t[:, ::-1] / s.T[:1]": lambda x, y: x[:, ::-1] / y.T[:1],
     "1.0 / t": lambda x, y: 1.0 / x,
+    "t * s.T": lambda x, y: x * y.T,
+    "t[::-1] * 3.0": lambda x, y: x[::-1] * 3.0,
+    "t.abs() ** s.T": lambda x, y: np.abs(x) ** y.T,
+    "t ** 2.0": lambda x, y: x ** 2.0,
     "t.maximum(s.T)": lambda x, y: np.maximum(x, y.T),
     "t.T.maximum(s[:, :1])": lambda x, y: np.maximum(x.T, y[:, :1]),
     "t == s.T": lambda x, y: x == y.T,

@@ -207,26 +207,6 @@ def add(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
             out[u(o + j)] = a[u(ia + j * sa)] + b[u(ib + j * sb)]
 
 
-@kernel
-def mul(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
-    n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
-    for r in range(out.size // n):
-        ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
-        o = r * n
-        for j in range(n):
-            out[u(o + j)] = a[u(ia + j * sa)] * b[u(ib + j * sb)]
-
-
-@kernel
-def pow(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):  # noqa: A001
-    n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
-    for r in range(out.size // n):
-        ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
-        o = r * n
-        for j in range(n):
-            out[u(o + j)] = safe_pow(a[u(ia + j * sa)], b[u(ib + j * sb)])
-
-
 # ---- exercise 3's pieces: the rest of the binary family, each a launcher that compiles its loop on first call -----
 # A launcher, not a @kernel, so that a learner's function can be installed in its place (KERNELS["sub"] is it).
 # Each loop is `add`'s: rows of the coalesced shape, each row's start in a and b from row_start, unsigned indices.
@@ -250,6 +230,45 @@ def sub(shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, 
                     out[u(o + j)] = a[u(ia + j * sa)] - b[u(ib + j * sb)]
 
         _COMPILED["sub"] = kern
+    kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+
+
+@exercise("03-kernels", "binary")
+def mul(shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, b: np.ndarray, b_strides: np.ndarray,
+        b_offset: int, out: np.ndarray) -> None:
+    """The "mul" kernel: out[flat(i)] = a(i) * b(i)."""
+    kern = _COMPILED.get("mul")
+    if kern is None:
+        @kernel
+        def kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
+            n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
+            for r in range(out.size // n):
+                ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
+                o = r * n
+                for j in range(n):
+                    out[u(o + j)] = a[u(ia + j * sa)] * b[u(ib + j * sb)]
+
+        _COMPILED["mul"] = kern
+    kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+
+
+@exercise("03-kernels", "binary")
+def pow(shape: np.ndarray, a: np.ndarray, a_strides: np.ndarray, a_offset: int, b: np.ndarray,  # noqa: A001
+        b_strides: np.ndarray, b_offset: int, out: np.ndarray) -> None:
+    """The "pow" kernel: out[flat(i)] = a(i) ** b(i) with IEEE results where Python would raise (`safe_pow`): nan for
+    a negative base and a fractional exponent, inf for 0 to a negative power. Floats only."""
+    kern = _COMPILED.get("pow")
+    if kern is None:
+        @kernel
+        def kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
+            n, sa, sb = shape[-1], a_strides[-1], b_strides[-1]
+            for r in range(out.size // n):
+                ia, ib = row_start(r, shape, a_strides, a_offset), row_start(r, shape, b_strides, b_offset)
+                o = r * n
+                for j in range(n):
+                    out[u(o + j)] = safe_pow(a[u(ia + j * sa)], b[u(ib + j * sb)])
+
+        _COMPILED["pow"] = kern
     kern(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
 
 

@@ -1,6 +1,6 @@
 """Exercise 3 answered with teenygrad's own pieces: every part must score 0 (the pieces are withheld)."""
 ANSWERS = {
-    "binary": "sub, div, maximum = (tg.kernels.KERNELS[name] for name in ('sub', 'div', 'maximum'))\n"
+    "binary": "sub, mul, div, pow, maximum = (tg.kernels.KERNELS[name] for name in ('sub', 'mul', 'div', 'pow', 'maximum'))\n"
               "from teenygrad.kernels.elementwise import compare\n",
     "sum_rows": "sum_rows = tg.kernels.KERNELS['sum']\n",
     "max_rows": "max_rows, argmax_rows = tg.kernels.KERNELS['max'], tg.kernels.KERNELS['argmax']\n",
