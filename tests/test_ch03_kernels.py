@@ -136,9 +136,12 @@ def test_binary_and_max_references_are_numpy_on_each_view():
     for x, y in PARTS["binary"].cases(rng):
         got = _binary(x, y)
         assert len(got) == len(BINARY_VIEWS) and all(g.dtype == x.dtype for g in got)
+        by_name = dict(zip(BINARY_VIEWS, got))
         with np.errstate(divide="ignore", invalid="ignore"):
-            np.testing.assert_array_equal(got[2], x / y.T)
-        np.testing.assert_array_equal(got[7], (x == y.T).astype(x.dtype))
+            np.testing.assert_array_equal(by_name["t / s.T"], x / y.T)
+            np.testing.assert_array_equal(by_name["t.abs() ** s.T"], (np.abs(x) ** y.T).astype(x.dtype))
+        np.testing.assert_array_equal(by_name["t * s.T"], x * y.T)
+        np.testing.assert_array_equal(by_name["t == s.T"], (x == y.T).astype(x.dtype))
     for (x,) in PARTS["max_rows"].cases(rng):
         got = _max(x)
         assert len(got) == len(MAX_VIEWS)
