@@ -139,6 +139,38 @@ def book_build() -> subprocess.CompletedProcess:
         return proc
 
 
+def pytest_configure(config):
+    """Compile teenygrad's kernels once, before any test runs, and let every test, the book build and every
+    job they start load them from one numba cache.
+
+    The graders' warm cache (`autograder.caches.numba_cache`: every op on each dtype, its two halves compiled
+    on two cores at once) is built first, as the first grading would build it; a copy of it becomes this
+    suite's NUMBA_CACHE_DIR, which the workers and every process they start inherit. Without it the book's
+    chapters, the in-process tests and the graders' warm-up each compiled the same kernels, often at the same
+    moment on the suite's two cores. The copy is kept beside the warm cache, keyed by the same digest of
+    teenygrad's source, so a second run starts warm; the graders' own cache is never written by a test.
+    A caller's NUMBA_CACHE_DIR is left alone."""
+    if hasattr(config, "workerinput") or "NUMBA_CACHE_DIR" in os.environ:  # a worker: the controller did it
+        return
+    import shutil
+
+    from autograder import caches
+
+    warm = caches.numba_cache(log=lambda line: print(f"\n[tests] {line}", file=sys.stderr, flush=True))
+    if warm is None:  # the warm-up failed: each process compiles what it uses, as before
+        return
+    suite = warm.parent.parent / "numba-suite" / warm.name
+    if not suite.is_dir():
+        suite.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=".copying-", dir=suite.parent))
+        shutil.copytree(warm, building, dirs_exist_ok=True)
+        try:
+            building.rename(suite)
+        except OSError:  # another run copied it first
+            shutil.rmtree(building, ignore_errors=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(suite)
+
+
 CHAPTER_FILE = re.compile(r"test_ch(\d\d)_\w+\.py$")  # tests/test_chNN_subject.py: chapter NN's tests
 
 

@@ -4,12 +4,13 @@ clock is tested end to end in tests/test_hostile.py (kernels-fake-clock)."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder import sandbox, speed
+from autograder import caches, sandbox, speed
 from autograder.judges.kernels import SPEED
 
 from conftest import REPO
@@ -28,10 +29,15 @@ def notebook(kernel_cell: str | None = None) -> nbformat.NotebookNode:
 
 
 def boxes(tmp_path: Path):
-    """Sandboxes for the harnesses, without the root-only isolation (as a learner's `check` on a laptop)."""
+    """Sandboxes for the harnesses, without the root-only isolation (as a learner's `check` on a laptop), each
+    starting from a copy of the graders' warm numba cache, as the grader's sandboxes do."""
+    warm = caches.numba_cache()
+
     def make(name: str) -> sandbox.Box:
         box = tmp_path / name
         (box / "work").mkdir(parents=True)
+        if warm is not None:
+            shutil.copytree(warm, box / "work" / "numba")
         return sandbox.Box(box, {"id": f"test-{name}-{os.getpid()}", "uid": os.getuid(), "isolate": False,
                      "work_dir": str(box / "work"), "home": str(box / "work"), "read_only": [],
                      "env": {"PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(box / "work" / "numba")},
