@@ -69,10 +69,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "65": "CONTEXT + 1: a window holds the inputs and, shifted by one, the targets",
         "1.88": "cited: nanoGPT's README", "1.5": "2000 steps x 12 x 64 characters, the arithmetic of the sentence",
     },
-    "10-compiler": {
-        "1.9": "the bound on the validation loss chapter 9 and issue 13 set for this recipe: a target, asserted "
-               "against the build in tests/test_ch10_compiler.py",
-    },
 }
 
 
