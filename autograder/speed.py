@@ -14,7 +14,7 @@ reports prove nothing. Instead, after the notebook has run, the grader times the
    checked against numpy; a wrong one earns nothing however fast it came.
 4. The fastest call counts, drawn from at least a second of calls: on a grading machine busy with other
    notebooks, a few milliseconds of calls may all be slowed. A learner's kernel that has not shown the speedup
-   by then is timed for a few seconds more before it fails.
+   by then is timed for a few seconds more, and then, reference first, once more, before it fails.
 
 Pipe transfer is part of every call, the reference's too, which only makes the measured speedup smaller.
 """
@@ -194,23 +194,39 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
     if why:
         raise RuntimeError(f"the reference kernel {speed.reference} failed in the timing harness: {why}")
     reference = min(ref_times)
-    box = make_box("speed-learner")
-    cells = box.work / "cells.py"
-    cells.write_text(part_cells(nb, part))
-    sandbox.give_to(cells, box.spec["uid"])
-    config = {"cells": str(cells), "function": speed.function, "arguments": arguments}
-    # a call may take up to the reference's time and then some: slower than that cannot pass anyway
-    times, why = _run(box, config, speed, rng, 5 * reference + 2.0, goal=reference / speed.speedup)
+
+    def time_learner(name: str, reference: float) -> tuple[list[float], str]:
+        box = make_box(name)
+        cells = box.work / "cells.py"
+        cells.write_text(part_cells(nb, part))
+        sandbox.give_to(cells, box.spec["uid"])
+        config = {"cells": str(cells), "function": speed.function, "arguments": arguments}
+        # a call may take up to the reference's time and then some: slower than that cannot pass anyway
+        return _run(box, config, speed, rng, 5 * reference + 2.0, goal=reference / speed.speedup)
+
+    times, why = time_learner("speed-learner", reference)
     if why:
         return f"timed by the grader, {speed.function} {why}"
-    ratio = reference / min(times)
+    fastest = min(times)
+    ratio = reference / fastest
+    if ratio < speed.speedup:
+        # Other work on the machine during the kernel's spell alone (a busy grading machine: CI once gave a
+        # 0.5x kernel 0.23x against a reference timed in a quiet moment) must not cost a fast kernel its point:
+        # a second try, the reference and then the kernel timed again back to back; the better pair counts.
+        second_ref, why = _run(make_box("speed-reference-2"), ref_config, replace(speed, patience=speed.seconds),
+                               rng, LOAD_SECONDS)
+        if second_ref and not why:
+            second, why = time_learner("speed-learner-2", min(second_ref))
+            if second and not why and min(second_ref) / min(second) > ratio:
+                reference, fastest = min(second_ref), min(second)
+                ratio = reference / fastest
     if ratio >= speed.speedup:
         # Before the point is given, the reference is timed again, for another `seconds`: the learner's kernel had
         # up to `patience` seconds to find a quiet spell, and a burst of other work during the reference's one
         # spell inflates the ratio (measured in CI: a 1.5x kernel given 3.1x). The faster spell counts.
         again = replace(speed, patience=speed.seconds)
         more, why = _run(make_box("speed-reference-again"), ref_config, again, rng, LOAD_SECONDS)
-        ratio = min(reference, *more) / min(times) if more and not why else ratio
+        ratio = min(reference, *more) / fastest if more and not why else ratio
     if ratio < speed.speedup:
         return (f"timed by the grader, {ratio:.2g} times as fast as {speed.reference.split(':')[1]} at {size}; "
                 f"needs {speed.speedup:g}x (is it compiled with @kernel?)")
