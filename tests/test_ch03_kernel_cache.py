@@ -200,3 +200,51 @@ def test_the_learners_edition_finds_the_books_warm_cache(tmp_path):
                if p.read_bytes() != (course.REPO / "teenygrad" / "kernels" / p.name).read_bytes()]
     assert stubbed  # the edition does differ in teenygrad/kernels (exercises 2 and 3)
     assert kernels_digest(learner / "kernels") == kernels_digest(course.REPO / "teenygrad" / "kernels")
+
+
+NESTED = """
+from teenygrad.kernels.jit import kernel
+
+
+def piece(x):
+    # an exercise's piece: its kernels are defined inside it, and one calls the other
+    @kernel
+    def inner(v):
+        return v * FACTOR
+
+    @kernel
+    def outer(v):
+        return inner(v) + 1.0
+    return outer(x), outer
+"""
+
+RUN_NESTED = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import nested_kernel as m
+value, outer = m.piece(1.0)
+print(json.dumps({"value": value, "misses": sum(outer.stats.cache_misses.values())}))
+"""
+
+
+def test_a_kernel_calling_a_kernel_defined_beside_it_is_loaded_from_the_cache(tmp_path):
+    """A kernel defined inside a function that calls another defined there (attention's backward: its parallel
+    version calls its serial one) closes over that kernel. numba keyed its cache on the pickled closure, which
+    holds an id new in every process, so every training run compiled attention's backward again (7 s). Loaded from
+    the cache now; and an edit of the inner kernel still compiles the outer one again."""
+    env = {**os.environ, "PYTHONPATH": str(course.REPO)}
+    env.pop("NUMBA_CACHE_DIR", None)  # the cache beside the module, in tmp_path/__pycache__
+
+    def run() -> dict:
+        proc = subprocess.run([sys.executable, "-c", RUN_NESTED, str(tmp_path)], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    module = tmp_path / "nested_kernel.py"
+    module.write_text(NESTED.replace("FACTOR", "2.0"))
+    assert run() == {"value": 3.0, "misses": 1}
+    assert run() == {"value": 3.0, "misses": 0}  # loaded
+    module.write_text(NESTED.replace("FACTOR", "5.0"))
+    assert run() == {"value": 6.0, "misses": 1}
+    assert run() == {"value": 6.0, "misses": 0}

@@ -77,6 +77,22 @@ if JIT_ENABLED:
 
     KERNELS_DIGEST = kernels_digest(Path(__file__).resolve().parent)
 
+    def _closure_key(fn: Callable) -> str:
+        """A digest of what `fn` closes over that is the same in every process: a kernel by its name and
+        bytecode (and what it closes over in turn), anything else pickled as numba does."""
+        from numba.core.serialize import dumps
+
+        digest = hashlib.sha256()
+        for cell in fn.__closure__ or ():
+            value = cell.cell_contents
+            inner = getattr(value, "py_func", None)
+            if isinstance(value, numba.core.dispatcher.Dispatcher) and inner is not None:
+                digest.update(inner.__qualname__.encode() + inner.__code__.co_code + _closure_key(inner).encode())
+            else:
+                digest.update(dumps(value))
+        return digest.hexdigest()
+
+
     class _SerialCache(FunctionCache):
         """numba's disk cache of a function, saving through `_SerialIndex`; a loaded version compiled for other
         argument types (an index left wrong by an older numba or teenygrad) is not used: it is compiled again.
@@ -87,6 +103,19 @@ if JIT_ENABLED:
             super().__init__(py_func)
             self._cache_file = _SerialIndex(self._cache_path, self._impl.filename_base,
                                             (self._impl.locator.get_source_stamp(), KERNELS_DIGEST))
+
+        def _index_key(self, sig: object, codegen: object) -> tuple:
+            """numba's key, with a stable stand-in for each kernel the function closes over.
+
+            A kernel defined inside another function (an exercise's piece: its serial and parallel versions)
+            calling another defined there closes over that kernel, and numba keys the cache on the pickled
+            closure, which holds a per-process id: no process found another's version, and each recompiled
+            it (7 s per training run for attention's backward). A closed-over kernel is keyed by its name and
+            bytecode instead; an edit to it changes the file, which numba's stamp already checks."""
+            key = super()._index_key(sig, codegen)
+            if self._py_func.__closure__ is None:
+                return key
+            return key[:2] + ((key[2][0], _closure_key(self._py_func)),)
 
         def _load_overload(self, sig: object, target_context: object) -> object:
             cres = super()._load_overload(sig, target_context)
