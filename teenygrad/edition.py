@@ -31,6 +31,7 @@ import inspect
 import os
 import shutil
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -211,11 +212,17 @@ def load_mine(folder: Path | None = None) -> list[tuple[str, str]]:
     done = []
     for path in sorted(folder.glob("[0-9][0-9]-*.py")):
         assignment = path.stem
-        namespace: dict[str, Any] = {"__name__": f"teenygrad_mine_{assignment.replace('-', '_')}",
-                                     "__file__": str(path)}
+        # a module of its own in sys.modules: numba's disk cache rebuilds a kernel's globals by importing its
+        # module by name, and a kernel of an unregistered module saved to the cache could not be loaded by the
+        # next process (ModuleNotFoundError: No module named '<dynamic>')
+        module = types.ModuleType(f"teenygrad_mine_{assignment.replace('-', '_')}")
+        module.__file__ = str(path)
+        sys.modules[module.__name__] = module
+        namespace: dict[str, Any] = module.__dict__
         try:
             exec(compile(path.read_text(), str(path), "exec"), namespace)  # the learner's own code, run as a script
         except Exception as e:  # one broken file must not stop `import teenygrad`: say so, use the book's
+            sys.modules.pop(module.__name__, None)
             print(f"teenygrad: {path} could not be loaded ({type(e).__name__}: {e}); the book's pieces of "
                   f"{assignment} are used. Check the notebook again, or move the file out of {folder}.",
                   file=sys.stderr)

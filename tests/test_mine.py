@@ -219,6 +219,11 @@ def test_the_solutions_as_mine_install_every_piece_and_train_like_the_book(tmp_p
     ours, book = json.loads(ours.stdout), json.loads(book.stdout)
     assert ours["mine"] == ours["rows"] and book["mine"] == 0
     assert ours["losses"] == pytest.approx(book["losses"], abs=1e-4)  # the same arithmetic, piece by piece
+    # a second process loads the learner's kernels from numba's disk cache (it once failed there: No module named
+    # '<dynamic>', as the mine/ files were not modules numba could import back)
+    again = run_with_mine(tmp_path, GPT_STEPS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["losses"] == ours["losses"]
 
 
 # Recorded by `python -m autograder check` from every solution notebook at 824daae, when the compiler was twelve
