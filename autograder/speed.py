@@ -14,7 +14,8 @@ reports prove nothing. Instead, after the notebook has run, the grader times the
    checked against numpy; a wrong one earns nothing however fast it came.
 4. The fastest call counts, drawn from at least a second of calls: on a grading machine busy with other
    notebooks, a few milliseconds of calls may all be slowed. A learner's kernel that has not shown the speedup
-   by then is timed for a few seconds more, and then, reference first, once more, before it fails.
+   by then is timed for a few seconds more, and then, if it came within half of the speedup, reference first,
+   once more, before it fails.
 
 Pipe transfer is part of every call, the reference's too, which only makes the measured speedup smaller.
 """
@@ -209,10 +210,12 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         return f"timed by the grader, {speed.function} {why}"
     fastest = min(times)
     ratio = reference / fastest
-    if ratio < speed.speedup:
+    if speed.speedup / 2 <= ratio < speed.speedup:
         # Other work on the machine during the kernel's spell alone (a busy grading machine: CI once gave a
         # 0.5x kernel 0.23x against a reference timed in a quiet moment) must not cost a fast kernel its point:
         # a second try, the reference and then the kernel timed again back to back; the better pair counts.
+        # Only for a near miss: no busy spell was seen to slow a kernel more than about twice (the naive loop
+        # measures under half the bar, and gets no second try).
         second_ref, why = _run(make_box("speed-reference-2"), ref_config, replace(speed, patience=speed.seconds),
                                rng, LOAD_SECONDS)
         if second_ref and not why:
