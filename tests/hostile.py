@@ -276,11 +276,10 @@ def kernel_notebooks() -> dict[str, bytes]:
     for cell in fake.cells:
         if _gid(cell) == "matmul_tile":
             cell.source = FAKE_CLOCK
-    return {"kernels-solved": nbformat.writes(solved(KERNEL_PARTS, KERNELS)).encode(),
-            "kernels-fake-clock": nbformat.writes(fake).encode()}
+    # (the honest solution, graded the same way, earns the point: tests/test_autograder_parts.py)
+    return {"kernels-fake-clock": nbformat.writes(fake).encode()}
 
 
 KERNEL_EXPECTED = {
-    "kernels-solved": (10, ""),
     "kernels-fake-clock": (8, "timed by the grader"),  # its own clock said ~1x matmul_tiled; the grader's says < 0.1x
 }

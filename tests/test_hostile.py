@@ -168,7 +168,7 @@ def test_sweep_removes_the_sandbox_uids_ipc_objects():
 
 @pytest.fixture(scope="module")
 def graded_kernels(tmp_path_factory):
-    """Exercise 3 solved, and with a slow tile kernel behind a faked clock, graded as a class."""
+    """Exercise 3 solved but with a slow tile kernel behind a faked clock, graded as an instructor would."""
     root = tmp_path_factory.mktemp("kernels-course")
     src = tmp_path_factory.mktemp("kernels-submissions")
     for name, data in hostile.kernel_notebooks().items():
