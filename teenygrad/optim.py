@@ -222,13 +222,12 @@ class Schedule:
 
 # ---- gradient clipping -------------------------------------------------------------------------------------
 
+@tracing.hooked("clip_grad_norm")  # inside teenygrad.compile's trace: the norm a 0-d tensor, the scaling a `where`
 @exercise("07-neural-nets", "clip_grad_norm")
 def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     """Scale all gradients together so that their joint L2 norm sqrt(sum of every g_i^2) is at most
     max_norm; returns the norm before clipping. The direction of the step is kept, only its length is
     capped: one huge gradient (a rare bad batch) then cannot throw the weights far away."""
-    if tracing.active:  # inside teenygrad.compile's trace: the norm is a 0-d tensor, the scaling a `where`
-        return tracing.hooks.clip_grad_norm(params, max_norm)
     grads, seen = [], set()
     for p in params:
         if p.grad is not None and id(p) not in seen:  # a tied weight counts once

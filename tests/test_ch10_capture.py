@@ -78,6 +78,26 @@ def digits_batches(n=4, rows=8):
     return [(tg.tensor(rng.standard_normal((rows, 6))), tg.tensor(rng.integers(0, 4, rows))) for _ in range(n)]
 
 
+def test_a_learners_clip_grad_norm_that_reads_values_is_traced_as_the_books():
+    """clip_grad_norm is a piece of exercise 7, and a learner's may read the gradients' values (.numpy()), which a
+    trace cannot: inside a trace the capture's clipping runs, whatever piece is installed (chapter 10 once failed on
+    the solution's). Eagerly the learner's runs."""
+    calls = []
+
+    def clip_grad_norm(params, max_norm):  # the learner's, eager only
+        grads = [p for p in params if p.grad is not None]
+        total = float(np.sqrt(sum(float((p.grad.numpy().astype(np.float64) ** 2).sum()) for p in grads)))
+        calls.append(total)
+        if max_norm / (total + 1e-6) < 1.0:
+            for p in grads:
+                p.grad = p.grad * (max_norm / (total + 1e-6))
+        return total
+
+    with tg.edition.installed("07-neural-nets", "clip_grad_norm", clip_grad_norm):
+        compare_training(mlp, lambda ps: optim.AdamW(ps, lr=0.01), digits_batches(), tg.float64, clip=0.05)
+    assert len(calls) == len(digits_batches())  # the eager step's, one a step
+
+
 @pytest.mark.parametrize("dtype, opt, backend", [(d, o, "reference") for d in (tg.float64, tg.float32)
                                                  for o in ("sgd", "sgd-momentum", "adam", "adamw")]
                          + [(tg.float64, "adamw", "numba")])
