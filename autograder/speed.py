@@ -195,6 +195,7 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
     if why:
         raise RuntimeError(f"the reference kernel {speed.reference} failed in the timing harness: {why}")
     reference = min(ref_times)
+    one_spell = replace(speed, patience=speed.seconds)  # the reference timed again: one spell of `seconds`
 
     def time_learner(name: str, reference: float) -> tuple[list[float], str]:
         box = make_box(name)
@@ -216,8 +217,7 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         # a second try, the reference and then the kernel timed again back to back; the better pair counts.
         # Only for a near miss: no busy spell was seen to slow a kernel more than about twice (the naive loop
         # measures under half the bar, and gets no second try).
-        second_ref, why = _run(make_box("speed-reference-2"), ref_config, replace(speed, patience=speed.seconds),
-                               rng, LOAD_SECONDS)
+        second_ref, why = _run(make_box("speed-reference-2"), ref_config, one_spell, rng, LOAD_SECONDS)
         if second_ref and not why:
             second, why = time_learner("speed-learner-2", min(second_ref))
             if second and not why and min(second_ref) / min(second) > ratio:
@@ -227,8 +227,7 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         # Before the point is given, the reference is timed again, for another `seconds`: the learner's kernel had
         # up to `patience` seconds to find a quiet spell, and a burst of other work during the reference's one
         # spell inflates the ratio (measured in CI: a 1.5x kernel given 3.1x). The faster spell counts.
-        again = replace(speed, patience=speed.seconds)
-        more, why = _run(make_box("speed-reference-again"), ref_config, again, rng, LOAD_SECONDS)
+        more, why = _run(make_box("speed-reference-again"), ref_config, one_spell, rng, LOAD_SECONDS)
         ratio = min(reference, *more) / fastest if more and not why else ratio
     if ratio < speed.speedup:
         return (f"timed by the grader, {ratio:.2g} times as fast as {speed.reference.split(':')[1]} at {size}; "

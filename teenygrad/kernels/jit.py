@@ -54,6 +54,7 @@ def kernels_digest(folder: Path) -> str:
 if JIT_ENABLED:
     from numba.core import sigutils
     from numba.core.caching import FunctionCache, IndexDataCacheFile
+    from numba.core.serialize import dumps
 
     class _SerialIndex(IndexDataCacheFile):
         """numba's index of one function's cached versions (signature -> data file), saved under a lock.
@@ -80,8 +81,6 @@ if JIT_ENABLED:
     def _closure_key(fn: Callable) -> str:
         """A digest of what `fn` closes over that is the same in every process: a kernel by its name and
         bytecode (and what it closes over in turn), anything else pickled as numba does."""
-        from numba.core.serialize import dumps
-
         digest = hashlib.sha256()
         for cell in fn.__closure__ or ():
             value = cell.cell_contents
@@ -91,7 +90,6 @@ if JIT_ENABLED:
             else:
                 digest.update(dumps(value))
         return digest.hexdigest()
-
 
     class _SerialCache(FunctionCache):
         """numba's disk cache of a function, saving through `_SerialIndex`; a loaded version compiled for other
