@@ -215,11 +215,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     """Regenerate exercises/ from solutions/ (nbgrader generate_assignment), or write them to --out."""
     out = Path(args.out) if args.out else course.EXERCISES
     out.mkdir(parents=True, exist_ok=True)
-    for assignment in args.assignments or course.assignments():
-        with tempfile.TemporaryDirectory(prefix="teenygrad-release-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="teenygrad-release-") as tmp:  # one course: its gradebook made once
+        for assignment in args.assignments or course.assignments():
             released = course.generate(Path(tmp), _known(assignment))
             shutil.copyfile(released, out / f"{assignment}.ipynb")
-        print(out / f"{assignment}.ipynb")
+            print(out / f"{assignment}.ipynb")
     return 0
 
 
