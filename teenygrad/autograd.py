@@ -8,6 +8,8 @@ for its backward rule. When nothing requires grad, nothing is recorded: an op pa
 `y.backward()` walks the graph from y back to the leaves (the tensors you created with requires_grad=True)
 in reverse topological order, calls each node's rule to turn dL/d(out) into dL/d(input) for every input,
 adds up the gradients of tensors used more than once, and finally adds them into the leaves' `.grad`.
+That walk (`topological_order`, `backward`) is exercise 6's part "backward"; `unbroadcast` and most rules are
+its other parts (marked where they are defined, in `teenygrad.ops`).
 
 Rule calling convention
 -----------------------
