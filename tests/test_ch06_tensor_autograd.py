@@ -252,3 +252,32 @@ def test_figures_stated_in_the_prose():
     assert abs(accuracy - 96.39) < 0.3  # "gets 96.4% of the test digits right" (one digit is 0.28%)
     # "row 0 alone contributes 1000": logsumexp(1000, 0, -1000) - 0 in the cross-entropy example
     assert float(tg.cross_entropy(tg.tensor([[1000.0, 0.0, -1000.0]]), tg.tensor([1]))) == 1000.0
+
+
+def test_the_solutions_pieces_run_in_a_compiled_step():
+    """Later chapters run on the learner's pieces: a step through tg.compile (chapter 10) differentiated by the
+    solution's engine and rules, the index rule's `dx[key] = g` into fresh zeros included, gives eager's gradients."""
+    rng = np.random.default_rng(0)
+    w = tg.tensor(rng.normal(size=(6, 8)), requires_grad=True)
+    x = tg.tensor(rng.normal(size=(5, 6)))
+
+    def step(x):
+        h = (x @ w).tanh()
+        h = tg.cat([h[:, ::2], h[1:, 1::2].maximum(h[:-1, 1::2])], 0).permute(1, 0)
+        loss = (h.sigmoid() ** 2 / 3 + h.max(0, keepdim=True) - h.mean(1, keepdim=True).relu()).sum()
+        loss.backward()
+        return loss
+
+    def grad(run):
+        w.zero_grad()
+        run(x)
+        return w.grad.numpy().copy()
+
+    try:
+        _notebook_namespace()
+        eager, compiled = grad(step), grad(tg.compile(step))
+    finally:
+        for part in PARTS:
+            edition.uninstall(ASSIGNMENT, part)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grad(step), eager, rtol=1e-12, atol=1e-12)  # the book's pieces: the same

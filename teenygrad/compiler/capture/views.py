@@ -136,7 +136,16 @@ def setitem(x: Tensor, key: object, value: Tensor | Scalar) -> None:
         raise RuntimeError("setitem: in-place writes are not recorded by autograd, so a tensor that requires "
                            "grad cannot be written into or copied from; use no_grad() (e.g. for a parameter "
                            "update) or build a new tensor with cat/stack")
-    spec, shape = index_plan(x.shape, key if isinstance(key, tuple) else (key,))
+    key = key if isinstance(key, tuple) else (key,)
+    spec, shape = index_plan(x.shape, key)
+    node = getattr(x, "_node", None)
+    if type(x) is LazyTensor and getattr(x, "_arg_key", None) is None and node is not None and node.op == "const" \
+            and node.arg == 0 and (shape != x.shape or any(s != (0, n, 1) for s, n in zip(spec, x.shape))):
+        # a part of zeros made in the trace (a gradient written where a view read, as a learner's index rule
+        # does): the zeros padded around the value instead (views of x taken before the write keep seeing zeros)
+        v = value if isinstance(value, Tensor) else scalar_operand(value, x, "setitem")
+        x._node = node_of(into_zeros(wrap(bcast(cast(node_of(v), x.dtype), shape)), x.shape, key))
+        return
     if shape != x.shape or any(s != (0, n, 1) for s, n in zip(spec, x.shape)):
         raise CaptureError("setitem: writing into part of a tensor (a slice) cannot be captured yet; write the "
                            "whole tensor (t[...] = new value), or run the function eagerly")
