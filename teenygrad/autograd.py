@@ -8,6 +8,8 @@ for its backward rule. When nothing requires grad, nothing is recorded: an op pa
 `y.backward()` walks the graph from y back to the leaves (the tensors you created with requires_grad=True)
 in reverse topological order, calls each node's rule to turn dL/d(out) into dL/d(input) for every input,
 adds up the gradients of tensors used more than once, and finally adds them into the leaves' `.grad`.
+That walk (`topological_order`, `backward`) is exercise 6's part "backward"; `unbroadcast` and most rules are
+its other parts (marked where they are defined, in `teenygrad.ops`).
 
 Rule calling convention
 -----------------------
@@ -50,6 +52,7 @@ from typing import TYPE_CHECKING, Callable, ContextManager
 import numpy as np
 
 from teenygrad._swap import swapped
+from teenygrad.edition import exercise
 
 if TYPE_CHECKING:  # the engine handles Tensors but never builds one from scratch: no import of teenygrad.tensor
     from teenygrad.tensor import Tensor
@@ -166,10 +169,49 @@ def use_rules(**swaps: Rule) -> ContextManager[None]:
     return swapped(_rules(), "op", **swaps)
 
 
-# ---- the backward pass ----------------------------------------------------------------------------------
+# ---- the backward pass (exercise 6, part "backward") -------------------------------------------------------
 
+@exercise("06-tensor-autograd", "backward")
+def topological_order(root: Tensor) -> list[Tensor]:
+    """The tensors backward visits, each after all of its inputs: every tensor with a node (`t._ctx` is not None)
+    that `root` reaches through the inputs that need a gradient (`t._ctx.needs[i]`), `root` included when it has a
+    node. Each exactly once, told apart by identity (`id`), never by value; leaves (no node) are not listed.
+    Without recursion: a graph can be a chain of 30,000 ops, far deeper than Python's recursion limit."""
+    order, visited, stack = [], set(), [(root, False)]  # iterative depth-first post-order
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+        elif t._ctx is not None and id(t) not in visited:
+            visited.add(id(t))
+            stack.append((t, True))
+            stack.extend((x, False) for x, need in zip(t._ctx.inputs, t._ctx.needs) if need and x._ctx is not None)
+    return order
+
+
+@exercise("06-tensor-autograd", "backward")
 def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
-    """Add d(root)/d(leaf), times `grad`, into every leaf's .grad (see Tensor.backward)."""
+    """Add d(root)/d(leaf), times `grad`, into every leaf's .grad (Tensor.backward calls this).
+
+    Checks, in this order: root of dtype int64 -> TypeError; root not requiring grad -> RuntimeError; `grad` None
+    for a root of more than one element -> ValueError (a one-element root gets ones); a given `grad` becomes a
+    Tensor of root's dtype, and a shape other than root's -> ValueError.
+
+    The walk runs with recording off (as under `no_grad()`; the previous mode comes back afterwards, also when a
+    rule raises). It visits `topological_order(root)` from the end, so a tensor's gradient is complete (the sum
+    over all of its uses) before its node's rule runs; a tensor no gradient reached is skipped. For each node:
+    `ctx.check_versions()` (raises if a saved tensor was written in place), then its rule, `rules[ctx.op]` with
+    `rules` the table `teenygrad.ops.RULES` as it is when backward runs (`use_rules` swaps entries; a missing op
+    -> KeyError naming it). The rule returns one gradient per input (a lone Tensor counts as one): another count
+    -> ValueError. A gradient that is None or False, or for an input that needs none, is skipped; one that is not
+    a Tensor -> TypeError; one whose shape is not its input's -> ValueError; it is cast to the input's dtype, and
+    summed with the input's other gradients.
+
+    Storing: a tensor with `_retain` set (retain_grad) gets its complete gradient added into its .grad when
+    visited; every leaf reached (root too, when root is a leaf) at the end. Adding into .grad: when it is None,
+    .grad becomes the gradient, copied unless no one else can see its buffer (not the caller's `grad`, not one a
+    rule received or returned that may alias it); else .grad becomes a new tensor .grad + g: a .grad the user
+    holds is never changed in place, and no two .grads share memory."""
     if root.dtype == np.int64:
         raise TypeError("backward: cannot differentiate an integer tensor (dtype int64)")
     if not root._requires_grad:
@@ -184,94 +226,65 @@ def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
         grad = grad.to(root.dtype) if _is_tensor(grad) else type(root)(grad, dtype=root.dtype)
         if grad.shape != root.shape:
             raise ValueError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
+    rules = _rules()
+    grads: dict[int, Tensor] = {id(root): grad}  # id(tensor) -> dL/d(tensor) summed so far
+    owned: set[int] = set()  # ids whose entry in grads is a sum we made ourselves: safe to add into in place
+    handed: set[int] = {id(grad._buf)}  # buffers already seen by a rule or stored in a .grad
+    leaves: dict[int, Tensor] = {id(root): root} if root._ctx is None else {}
+    check_versions = bool(_VERSIONS)
+
+    def store(t: Tensor, g: Tensor) -> None:  # t.grad += g, never in place; g kept only if no one else sees it
+        if t.grad is None:
+            t.grad = g if g.is_contiguous() and id(g._buf) not in handed else g.clone()
+        else:
+            t.grad = t.grad + g
+        handed.add(id(t.grad._buf))
+
     global grad_enabled
     prev, grad_enabled = grad_enabled, False
     try:
-        _run(root, grad, _rules())
+        for t in reversed(topological_order(root)):  # outputs before inputs: a node's g is complete here
+            g = grads.pop(id(t), None)
+            if g is None:
+                continue
+            owned.discard(id(t))
+            if t._retain:
+                store(t, g)
+            handed.add(id(g._buf))
+            node = t._ctx
+            if check_versions:
+                node.check_versions()
+            if node.op not in rules:
+                raise KeyError(f"backward: no rule for op {node.op!r}; known ops: {', '.join(sorted(rules))}")
+            out = rules[node.op](node, g)
+            out = (out,) if _is_tensor(out) else tuple(out)
+            if len(out) != len(node.inputs):
+                raise ValueError(f"backward: the rule for {node.op!r} returned {len(out)} gradient(s) for "
+                                 f"{len(node.inputs)} input(s); return one per input (None for no gradient)")
+            for i, (x, gx) in enumerate(zip(node.inputs, out)):
+                if not node.needs[i] or gx is None or gx is False:
+                    continue
+                if not _is_tensor(gx):
+                    raise TypeError(f"backward: the rule for {node.op!r} returned a {type(gx).__name__} for input "
+                                    f"{i}; gradients must be Tensors (or None)")
+                if gx.shape != x.shape:
+                    raise ValueError(f"backward: the rule for {node.op!r} returned a gradient of shape {gx.shape} "
+                                     f"for input {i} of shape {x.shape} (a broadcast input needs its gradient "
+                                     f"unbroadcast)")
+                gx = gx if gx.dtype == x.dtype else gx.to(x.dtype)  # grad mode is off: .to records nothing
+                key = id(x)
+                if x._ctx is None:
+                    leaves[key] = x
+                old = grads.get(key)
+                if old is None:
+                    grads[key] = gx  # may alias g or another gradient: never written into
+                elif key in owned:
+                    old._add_into(gx)  # our own fresh sum: accumulate without a new buffer
+                else:
+                    grads[key] = old + gx
+                    owned.add(key)
+        for key, leaf in leaves.items():
+            if key in grads:
+                store(leaf, grads[key])
     finally:
         grad_enabled = prev
-
-
-def _topo(root: Tensor) -> list[Tensor]:
-    """Tensors with a Node, each after all of its inputs (iterative depth-first post-order: no recursion limit)."""
-    order, visited, stack = [], set(), [(root, False)]
-    while stack:
-        t, done = stack.pop()
-        if done:
-            order.append(t)
-        elif t._ctx is not None and id(t) not in visited:
-            visited.add(id(t))
-            stack.append((t, True))
-            stack.extend((x, False) for x, need in zip(t._ctx.inputs, t._ctx.needs) if need and x._ctx is not None)
-    return order
-
-
-def _run(root: Tensor, seed: Tensor, rules: dict[str, Rule]) -> None:
-    grads: dict[int, Tensor] = {id(root): seed}  # id(tensor) -> dL/d(tensor) summed so far
-    owned: set[int] = set()  # ids whose entry in grads is a sum we made ourselves: safe to add into in place
-    handed: set[int] = {id(seed._buf)}  # buffers already seen by a rule or stored in a .grad
-    leaves: dict[int, Tensor] = {id(root): root} if root._ctx is None else {}
-    check_versions = bool(_VERSIONS)
-    for t in reversed(_topo(root)):  # outputs before inputs: a node's g is complete when we reach it
-        g = grads.pop(id(t), None)
-        if g is None:
-            continue
-        owned.discard(id(t))
-        if t._retain:
-            _store(t, g, handed)
-        handed.add(id(g._buf))
-        node = t._ctx
-        if check_versions:
-            node.check_versions()
-        for i, (x, gx) in enumerate(zip(node.inputs, _call_rule(rules, node, g))):
-            if not node.needs[i] or gx is None or gx is False:
-                continue
-            gx = _conform(node, i, x, gx)
-            key = id(x)
-            if x._ctx is None:
-                leaves[key] = x
-            old = grads.get(key)
-            if old is None:
-                grads[key] = gx  # may alias g or another gradient: never written into
-            elif key in owned:
-                old._add_into(gx)  # our own fresh sum: accumulate without a new buffer
-            else:
-                grads[key] = old + gx
-                owned.add(key)
-    for key, leaf in leaves.items():
-        if key in grads:
-            _store(leaf, grads[key], handed)
-
-
-def _call_rule(rules: dict[str, Rule], node: Node, g: Tensor) -> tuple:
-    try:
-        rule = rules[node.op]
-    except KeyError:
-        raise KeyError(f"backward: no rule for op {node.op!r}; known ops: {', '.join(sorted(rules))}") from None
-    out = rule(node, g)
-    out = (out,) if _is_tensor(out) else tuple(out)
-    if len(out) != len(node.inputs):
-        raise ValueError(f"backward: the rule for {node.op!r} returned {len(out)} gradient(s) for "
-                         f"{len(node.inputs)} input(s); return one per input (None for no gradient)")
-    return out
-
-
-def _conform(node: Node, i: int, x: Tensor, gx: object) -> Tensor:
-    """Check a rule's gradient for input i (a Tensor of the input's shape) and give it the input's dtype."""
-    if not _is_tensor(gx):
-        raise TypeError(f"backward: the rule for {node.op!r} returned a {type(gx).__name__} for input {i}; "
-                        f"gradients must be Tensors (or None)")
-    if gx.shape != x.shape:
-        raise ValueError(f"backward: the rule for {node.op!r} returned a gradient of shape {gx.shape} for input "
-                         f"{i} of shape {x.shape} (a broadcast input needs its gradient unbroadcast)")
-    return gx if gx.dtype == x.dtype else gx.to(x.dtype)  # grad mode is off here: .to records nothing
-
-
-def _store(t: Tensor, g: Tensor, handed: set[int]) -> None:
-    """t.grad += g. The first time, g is kept as it is when no one else can see its buffer, else copied;
-    later, a new tensor is made (a .grad you hold is never changed under your feet)."""
-    if t.grad is None:
-        t.grad = g if g.is_contiguous() and id(g._buf) not in handed else g.clone()
-    else:
-        t.grad = t.grad + g
-    handed.add(id(t.grad._buf))

@@ -3,7 +3,7 @@
 The package is complete: it is the book's answer to every exercise. A function an exercise asks for is marked
 where it is defined, so a reader sees which part of which exercise it is:
 
-    @exercise("06-tensor-autograd", "max_backward")
+    @exercise("06-tensor-autograd", "reduction_rules")
     def max_backward(ctx: Node, g: Tensor) -> tuple[Tensor]:
         ...
 

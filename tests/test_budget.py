@@ -27,8 +27,10 @@ from conftest import REPO
 # (schedule() in named phases, codegen in five modules, their shared names public: imports and signatures) and the map
 # of old module paths that keeps a learner's older mine/ files importing: 7,487. Then +219 for exercises 1-5 at a
 # course's weight (issue 34): the pieces a learner writes became launchers that compile their loops inside (the binary
-# kernels, max and argmax, softmax and cross-entropy), fit_classifier, and each piece's contract: 7,706.
-MAX_PACKAGE_LINES = 7850  # 7,706 code lines, + ~2% headroom
+# kernels, max and argmax, softmax and cross-entropy), fit_classifier, and each piece's contract: 7,706. Then +39 for
+# exercise 6 (issue 35): the rules of the reductions, the views and eight elementwise ops as named functions (pieces)
+# instead of one-line lambdas, and capture of a write into fresh zeros (a learner's index rule) in tg.compile: 7,745.
+MAX_PACKAGE_LINES = 7850  # 7,745 code lines, + ~1.4% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,

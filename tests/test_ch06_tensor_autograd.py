@@ -1,6 +1,7 @@
-"""Chapter 6's pieces: the rules exercise 6 asks for (max with ties, pow, maximum, cat) against numpy and finite
-differences, the 06-tensor-autograd judge's references against teenygrad's own autograd, the solutions notebook
-against the judge, plausible wrong rules rejected, and the chapter's structure and stated figures."""
+"""Chapter 6's pieces: the engine (topological_order, backward) and the rules exercise 6 asks for (unbroadcast, the
+reductions', the views' and cat's, eight elementwise ops) against numpy; the 06-tensor-autograd judge against
+teenygrad's own pieces, the solutions notebook against the judge, plausible wrong answers rejected (one test per
+typical mistake), and the chapter's structure and stated figures."""
 from __future__ import annotations
 
 import re
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import teenygrad as tg
-from autograder.judges.tensor_autograd import PARTS, _cat, _max, _maximum, _pow
+from autograder.judges.tensor_autograd import ERRORS, PARTS, _reduction
 from teenygrad import edition
 from teenygrad.grading import GRADING_DIR_ENV
 
@@ -23,8 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "06-tensor-autograd.ipynb"
 SOLUTIONS = REPO / "solutions" / "06-tensor-autograd.ipynb"
 ASSIGNMENT = "06-tensor-autograd"
-POINTS = {"max_backward": 3, "pow_backward": 2, "maximum_backward": 1, "cat_backward": 1}
-
+POINTS = {"backward": 4, "unbroadcast": 1, "reduction_rules": 2, "movement_rules": 2, "elementwise_rules": 3}
 
 
 def _grads(forward, inputs, w, noncontiguous=False):
@@ -37,20 +37,21 @@ def _grads(forward, inputs, w, noncontiguous=False):
     return tuple(np.zeros(t.shape) if t.grad is None else t.grad.numpy() for t in leaves)
 
 
-# --- the package's rules (the book's answers) against numpy and finite differences ----------------------------
+# --- the package's pieces (the book's answers) against numpy and finite differences ----------------------------
 
 @settings(deadline=None, max_examples=60)
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
-def test_max_rule_sends_each_groups_gradient_to_its_first_maximum(shape, data):
+def test_reduction_rules_against_numpy(shape, data):
     axes = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True, max_size=len(shape)).map(sorted))
-    keepdim = data.draw(st.booleans())
+    keepdim, code = data.draw(st.booleans()), data.draw(st.integers(0, 2))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
     x = rng.integers(0, 3, size=shape).astype(np.float64)  # ties in most groups
     axis = tuple(axes) or None
     w = rng.normal(size=np.max(x, axis=axis, keepdims=keepdim).shape)
-    (dx,) = _grads(lambda t: t.max(axis, keepdim=keepdim), [x], w, noncontiguous=data.draw(st.booleans()))
-    np.testing.assert_allclose(dx, _max(x, np.array(axes, dtype=np.int64), keepdim, w, 0), rtol=1e-12)
-    assert np.count_nonzero(dx) <= w.size  # never split or duplicated
+    reduce = [lambda t: t.sum(axis, keepdim=keepdim), lambda t: t.mean(axis, keepdim=keepdim),
+              lambda t: t.max(axis, keepdim=keepdim)][code]
+    (dx,) = _grads(reduce, [x], w, noncontiguous=data.draw(st.booleans()))
+    np.testing.assert_allclose(dx, _reduction(code, x, np.array(axes, dtype=np.int64), keepdim, w, 0), rtol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -58,65 +59,47 @@ def test_rules_agree_with_finite_differences(seed):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(3, 4, 2))  # distinct values: max is differentiable there
     tg.gradcheck(lambda t: t.max((0, 2)) * 1.0, [tg.tensor(x)])
+    tg.gradcheck(lambda t: (t.sum(1) * t.mean((0, 2), keepdim=True).sum()), [tg.tensor(x)])
+    tg.gradcheck(lambda t: t.permute(2, 0, 1)[1:, ::-1, None].reshape(-1).expand(2, 12) * 1.0, [tg.tensor(x)])
     a, b = rng.uniform(0.5, 2.0, size=(2, 3)), rng.uniform(-2, 2, size=(3,))
-    tg.gradcheck(lambda a, b: a ** b, [tg.tensor(a), tg.tensor(b)])
-    tg.gradcheck(lambda a, b: a.maximum(b), [tg.tensor(rng.normal(size=(2, 3))), tg.tensor(rng.normal(size=(3,)))])
+    tg.gradcheck(lambda a, b: a ** b + a / b + a.maximum(b) + a.sqrt().tanh().sigmoid().abs().relu(),
+                 [tg.tensor(a), tg.tensor(b)])
     tg.gradcheck(lambda a, b: tg.cat([a, b], 1) * 1.0, [tg.tensor(rng.normal(size=(2, 1))), tg.tensor(rng.normal(size=(2, 3)))])
 
 
-@pytest.mark.parametrize("name, forward, reference", [
-    ("pow_backward", None, _pow), ("maximum_backward", lambda a, b: a.maximum(b), _maximum),
-    ("cat_backward", None, _cat), ("max_backward", None, _max)])
-def test_judge_references_match_teenygrads_autograd(name, forward, reference):
-    for seed in range(3):
-        for case in PARTS[name].cases(np.random.default_rng(seed)):
-            if name == "pow_backward":
-                a, b, w, nc, constant = case
-                got = (_grads(lambda t: t ** float(b), [a], w, nc) if constant
-                       else _grads(lambda s, t: s ** t, [a, b], w, nc))
-            elif name == "cat_backward":
-                *xs, axis, w, nc = case
-                got = _grads(lambda *ts: tg.cat(list(ts), int(axis)), xs, w, nc)
-            elif name == "max_backward":
-                x, axes, keepdim, w, nc = case
-                got = _grads(lambda t: t.max(tuple(axes.tolist()) or None, keepdim=bool(keepdim)), [x], w, nc)
-            else:
-                a, b, w, nc = case
-                got = _grads(forward, [a, b], w, nc)
-            want = reference(*case)
-            for g, r in zip(got, want if isinstance(want, tuple) else (want,)):
-                np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12, err_msg=f"{name}, seed {seed}")
+def test_the_rules_tables_run_the_pieces():
+    """Installing a learner's function replaces what backward runs: every table entry of a piece is the marked one."""
+    rules = {p.name: p for p in edition.pieces() if p.assignment == ASSIGNMENT and p.part.endswith("_rules")}
+    assert len(rules) == 16
+    names = {getattr(rule, "__name__", ""): op for op, rule in tg.ops.RULES.items()}
+    for name in rules:
+        assert name in names and getattr(tg.ops.RULES[names[name]], "__teenygrad_piece__", None), name
 
 
-def test_cases_cover_the_edge_cases():
-    rng = np.random.default_rng(0)
-    for name, part in PARTS.items():
-        flags = {c[-2] if name == "pow_backward" else c[-1] for c in part.cases(rng)}
-        assert flags == {0, 1}, f"{name}: contiguous and non-contiguous cases"
-    maxes = PARTS["max_backward"].cases(rng)
-    assert any(len(ax) == 0 for _, ax, _, _, _ in maxes) and {k for _, _, k, _, _ in maxes} == {0, 1}
-    assert any(len(ax) >= 2 and ax[1] - ax[0] > 1 for _, ax, _, _, _ in maxes)  # axes neither last nor adjacent
-    tied = [x for x, ax, *_ in maxes if len(ax) == 1 and (np.sort(x, axis=int(ax[0]))[..., -1:] ==
-                                                            np.sort(x, axis=int(ax[0]))[..., -2:-1]).any()]
-    assert tied, "ties in the max cases"
-    pows = PARTS["pow_backward"].cases(rng)
-    assert any(c[-1] and (c[0] < 0).any() for c in pows) and any(np.ndim(c[1]) == 0 and not c[-1] for c in pows)
-    assert any((a == b).any() for a, b, _, _ in PARTS["maximum_backward"].cases(rng) if np.shape(a) == np.shape(b))
-    assert any(0 in x.shape for c in PARTS["cat_backward"].cases(rng) for x in c[:3])
+# --- the judge against teenygrad's own pieces, and the solutions notebook against the judge ------------------------
 
-
-# --- the solutions notebook against the judge -----------------------------------------------------------
-
-def _notebook_namespace(transform=None) -> tuple[dict, dict]:
-    """The notebook's setup and solution cells run, and its rules installed in teenygrad (as its test cells do)."""
+def _notebook_namespace(transform=None, install=True) -> tuple[dict, dict]:
+    """The notebook's setup and solution cells run, and its pieces installed in teenygrad (as its test cells do)."""
     namespace, hidden = notebook_namespace(SOLUTIONS, transform)
-    for part, pieces in edition.parts(ASSIGNMENT).items():
-        edition.install(ASSIGNMENT, part, *(namespace[p.name] for p in pieces))
+    if install:
+        for part, pieces in edition.parts(ASSIGNMENT).items():
+            edition.install(ASSIGNMENT, part, *(namespace[p.name] for p in pieces))
     return namespace, hidden
 
 
 def _run_hidden(namespace: dict, hidden: dict, parts, tmp_path, seed: int) -> dict:
-    return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
+    try:
+        return run_hidden(PARTS, namespace, hidden, parts, tmp_path, seed)
+    finally:
+        for part in PARTS:
+            edition.uninstall(ASSIGNMENT, part)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_books_pieces_pass_the_judge(seed, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
+    namespace, hidden = _notebook_namespace(install=False)
+    assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -126,36 +109,106 @@ def test_solution_code_passes_the_judge(seed, tmp_path, monkeypatch, capsys):
     assert _run_hidden(namespace, hidden, PARTS, tmp_path, seed) == {part: None for part in PARTS}
 
 
+def test_cases_cover_the_edge_cases():
+    rng = np.random.default_rng(0)
+    graphs = PARTS["backward"].cases(rng)
+    assert max(len(c[2]) for c in graphs) >= 30_000, "a chain deeper than Python's recursion limit"
+    assert any((c[1] == 0).any() for c in graphs) and any((c[2] == 3).any() for c in graphs), "constants, detach"
+    assert any((c[3] == c[4]).any() and (c[2][c[3] == c[4]] < 2).any() for c in graphs), "x * x, x + x"
+    assert len(ERRORS) == 10
+    for name in ["unbroadcast", "reduction_rules", "movement_rules", "elementwise_rules"]:
+        assert {c[-1] for c in PARTS[name].cases(rng)} == {0, 1}, f"{name}: contiguous and non-contiguous cases"
+    assert {c[0] for c in PARTS["reduction_rules"].cases(rng)} == {0, 1, 2}
+    assert {c[0] for c in PARTS["movement_rules"].cases(rng)} == {0, 1, 2, 3, 4}
+    assert {c[0] for c in PARTS["elementwise_rules"].cases(rng)} == set(range(9))
+    maxes = [c for c in PARTS["reduction_rules"].cases(rng) if c[0] == 2]
+    assert any(len(c[2]) == 0 for c in maxes) and any(len(c[2]) >= 2 and c[2][1] - c[2][0] > 1 for c in maxes)
+    assert any(0 in x.shape for c in PARTS["movement_rules"].cases(rng) for x in c[1:4] if c[0] == 4)
+    kinks = [c[1] for c in PARTS["elementwise_rules"].cases(rng) if c[0] in (3, 4)]
+    assert any((a == 0).any() for a in kinks), "relu and abs at 0"
+
+
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
-    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS) == set(edition.parts(ASSIGNMENT))
+    pieces = edition.parts(ASSIGNMENT)
+    assert set(solutions) == set(tests) == set(PARTS) == set(POINTS) == set(pieces)
     for part, (points, hidden) in tests.items():
         assert points == POINTS[part]
         assert f'report("{part}", ' in hidden and "assert" not in hidden
-        head = solutions[part][:solutions[part].index("### BEGIN SOLUTION")]
-        assert f"def {part}(" in head
-        for other in set(PARTS) - {part}:  # each part is graded on its own
-            assert f"{other}(" not in solutions[part].replace(f"def {part}(", "")
+        for p in pieces[part]:
+            assert f"def {p.name}(" in solutions[part]
+        for other in set(PARTS) - {part}:  # each part is graded on its own (tg.unbroadcast: the grader's, installed)
+            for p in pieces[other]:
+                assert not re.search(rf"(?<![\w.]){p.name}\(", solutions[part]), (part, p.name)
 
 
+RECURSIVE = """def _visit(t, order, seen):
+    if t.grad_fn is None or id(t) in seen:
+        return
+    seen.add(id(t))
+    for x in t.grad_fn.inputs:
+        _visit(x, order, seen)
+    order.append(t)
+
+
+def topological_order(root):
+    order = []
+    _visit(root, order, set())
+    return order
+
+
+def _unused(root):
+"""
 WRONG = {  # (part, text in the solution, replacement): plausible mistakes the judge must catch
-    "max: the chapter's mask, every tied maximum gets g": (
-        "max_backward", "    where = x.argmax(axes)",
+    "backward: a recursive topological order": ("backward", "def topological_order(root):\n", RECURSIVE),
+    "backward: nodes in the order's own direction, not reversed": (
+        "backward", "for t in reversed(topological_order(root)):", "for t in topological_order(root):"),
+    "backward: a tensor used twice keeps only its last gradient": (
+        "backward", "received[id(x)] = received[id(x)] + gx if id(x) in received else gx", "received[id(x)] = gx"),
+    "backward: .grad overwritten, not accumulated": (
+        "backward", "t.grad = g.clone() if t.grad is None else t.grad + g", "t.grad = g.clone()"),
+    "backward: .grad accumulated in place": (
+        "backward", "t.grad = g.clone() if t.grad is None else t.grad + g",
+        "t.grad = g.clone() if t.grad is None else (t.grad._add_into(g) or t.grad)"),
+    "backward: .grad is the gradient itself, shared": ("backward", "t.grad = g.clone() if", "t.grad = g if"),
+    "backward: gradients not cast to the input's dtype": ("backward", "gx = gx.to(x.dtype)", "pass"),
+    "backward: rules run with recording on": ("backward", "with tg.no_grad():", "if True:"),
+    "backward: a rule's gradient shape not checked": ("backward", "if gx.shape != x.shape:", "if False:"),
+    "backward: no check of in-place writes": ("backward", "node.check_versions()", "pass"),
+    "backward: retain_grad ignored": ("backward", "if t._retain:", "if False:"),
+    "unbroadcast: only the leading dims summed": ("unbroadcast", "summed.append(extra + d)", "pass"),
+    "unbroadcast: a copy when the shape already matches": ("unbroadcast", "        return grad\n",
+                                                            "        return grad.clone()\n"),
+    "max: the mask, every tied maximum gets g": (
+        "reduction_rules", "    where = x.argmax(axes)",
         "    return ((x == x.max(axes, keepdim=True)) * g.reshape(*(1 if d in axes else n for d, n in "
         "enumerate(shape))).expand(*shape),)\n    where = x.argmax(axes)"),
-    "max: the axes not put back in place": ("max_backward", "return (dx.permute(*inverse),)",
+    "max: the axes not put back in place": ("reduction_rules", "return (dx.permute(*inverse),)",
                                             "return (dx.reshape(*shape),)"),
-    "pow: the exponent's gradient without log a": ("pow_backward", "g * ctx.out * a.log()", "g * ctx.out"),
-    "pow: the exponent not summed back": ("pow_backward", "tg.unbroadcast(g * ctx.out * a.log(), b.shape)",
+    "mean: without 1/n": ("reduction_rules", "(g * ctx.scale).reshape", "g.reshape"),
+    "sum: g expanded without putting the reduced axes back": (
+        "reduction_rules", "return (g.reshape(*as_kept).expand(*ctx.shape),)", "return (g.expand(*ctx.shape),)"),
+    "permute: the same dims, not their inverse": ("movement_rules", "g.permute(*back)", "g.permute(*ctx.dims)"),
+    "expand: only the leading dims summed": (
+        "movement_rules", "return (tg.unbroadcast(g, ctx.shape),)",
+        "return (g.sum(tuple(range(g.ndim - len(ctx.shape)))) if g.ndim > len(ctx.shape) else g,)"),
+    "index: g written at the start of x, not where the view read": (
+        "movement_rules", "dx[ctx.key] = g", "dx[tuple(slice(0, n) for n in g.shape)[:dx.ndim]] = g"),
+    "cat: one element off": ("movement_rules", "slice(start, start + size)",
+                             "slice(max(start - 1, 0), max(start - 1, 0) + size)"),
+    "relu: 1 at the kink": ("elementwise_rules", "((ctx.x > 0) * g,)", "((ctx.x >= 0) * g,)"),
+    "sigmoid: from x instead of out": ("elementwise_rules", "s = ctx.out", "s = ctx.x"),
+    "div: db without the minus sign": ("elementwise_rules", "-(g * ctx.out) / b", "(g * ctx.out) / b"),
+    "pow: the exponent's gradient without log a": ("elementwise_rules", "g * ctx.out * a.log()", "g * ctx.out"),
+    "pow: the exponent not summed back": ("elementwise_rules", "tg.unbroadcast(g * ctx.out * a.log(), b.shape)",
                                           "(g * ctx.out * a.log()).sum().expand(*b.shape)"),
-    "maximum: a tie goes to b": ("maximum_backward", "a_wins = ctx.a >= ctx.b", "a_wins = ctx.a > ctx.b"),
-    "maximum: a tie goes to both": ("maximum_backward", "g * (1 - a_wins)", "g * (ctx.a <= ctx.b)"),
-    "cat: one element off": ("cat_backward", "slice(start, start + size)", "slice(max(start - 1, 0), max(start - 1, 0) + size)"),
+    "maximum: a tie goes to b": ("elementwise_rules", "a_wins = ctx.a >= ctx.b", "a_wins = ctx.a > ctx.b"),
+    "maximum: a tie goes to both": ("elementwise_rules", "g * (1 - a_wins)", "g * (ctx.a <= ctx.b)"),
 }
 
 
 @pytest.mark.parametrize("mistake", list(WRONG))
-def test_judge_rejects_wrong_rules(mistake, tmp_path, monkeypatch, capsys):
+def test_judge_rejects_wrong_answers(mistake, tmp_path, monkeypatch, capsys):
     part, old, new = WRONG[mistake]
     monkeypatch.setenv(GRADING_DIR_ENV, str(tmp_path))
     namespace, hidden = _notebook_namespace(replacing(part, old, new))
@@ -199,3 +252,32 @@ def test_figures_stated_in_the_prose():
     assert abs(accuracy - 96.39) < 0.3  # "gets 96.4% of the test digits right" (one digit is 0.28%)
     # "row 0 alone contributes 1000": logsumexp(1000, 0, -1000) - 0 in the cross-entropy example
     assert float(tg.cross_entropy(tg.tensor([[1000.0, 0.0, -1000.0]]), tg.tensor([1]))) == 1000.0
+
+
+def test_the_solutions_pieces_run_in_a_compiled_step():
+    """Later chapters run on the learner's pieces: a step through tg.compile (chapter 10) differentiated by the
+    solution's engine and rules, the index rule's `dx[key] = g` into fresh zeros included, gives eager's gradients."""
+    rng = np.random.default_rng(0)
+    w = tg.tensor(rng.normal(size=(6, 8)), requires_grad=True)
+    x = tg.tensor(rng.normal(size=(5, 6)))
+
+    def step(x):
+        h = (x @ w).tanh()
+        h = tg.cat([h[:, ::2], h[1:, 1::2].maximum(h[:-1, 1::2])], 0).permute(1, 0)
+        loss = (h.sigmoid() ** 2 / 3 + h.max(0, keepdim=True) - h.mean(1, keepdim=True).relu()).sum()
+        loss.backward()
+        return loss
+
+    def grad(run):
+        w.zero_grad()
+        run(x)
+        return w.grad.numpy().copy()
+
+    try:
+        _notebook_namespace()
+        eager, compiled = grad(step), grad(tg.compile(step))
+    finally:
+        for part in PARTS:
+            edition.uninstall(ASSIGNMENT, part)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(grad(step), eager, rtol=1e-12, atol=1e-12)  # the book's pieces: the same

@@ -81,16 +81,60 @@ def add_into(acc: Tensor, x: Tensor) -> None:
         KERNELS["add"](ints(shape), acc._buf, ints(sa), acc.offset, x._buf, ints(sx), x.offset, acc._buf)
 
 
-@exercise("06-tensor-autograd", "pow_backward")
+# ---- the rules exercise 6 asks for (part "elementwise_rules"); chapter 6 writes neg, exp, log, add, sub, mul ----
+# A unary rule reads ctx.x (the input) and ctx.out (the output) and returns (dx,); a binary rule reads ctx.a, ctx.b
+# (the inputs *before* broadcasting), ctx.out and ctx.needs, and returns (da, db), each summed back to its input's
+# shape, or False for an input that needs no gradient.
+
+@exercise("06-tensor-autograd", "elementwise_rules")
+def sqrt_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = sqrt(x): dx = g / (2 sqrt(x)) = g / (2 out)."""
+    return (g / (ctx.out * 2),)
+
+
+@exercise("06-tensor-autograd", "elementwise_rules")
+def tanh_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = tanh(x): dx = g (1 - tanh^2 x) = g (1 - out^2)."""
+    return (g * (1 - ctx.out * ctx.out),)
+
+
+@exercise("06-tensor-autograd", "elementwise_rules")
+def sigmoid_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = s(x) = 1 / (1 + e^-x): dx = g s(x) (1 - s(x)) = g out (1 - out)."""
+    return (g * ctx.out * (1 - ctx.out),)
+
+
+@exercise("06-tensor-autograd", "elementwise_rules")
+def relu_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = max(x, 0): dx = g where x > 0, else 0 (0 at the kink x = 0)."""
+    return (g * (ctx.x > 0),)  # comparisons give 0/1 tensors of x's dtype
+
+
+@exercise("06-tensor-autograd", "elementwise_rules")
+def abs_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = |x|: dx = g sign(x), with sign(0) = 0."""
+    return (g * ((ctx.x > 0) - (ctx.x < 0)),)
+
+
+@exercise("06-tensor-autograd", "elementwise_rules")
+def div_backward(ctx: autograd.Node, g: Tensor) -> tuple:
+    """out = a / b, broadcast: da = g / b, db = -g a / b^2 = -g out / b, each summed back to its input's shape."""
+    da = ctx.needs[0] and unbroadcast(g / ctx.b, ctx.a.shape)
+    db = ctx.needs[1] and unbroadcast(-g * ctx.out / ctx.b, ctx.b.shape)
+    return da, db
+
+
+@exercise("06-tensor-autograd", "elementwise_rules")
 def pow_backward(ctx: autograd.Node, g: Tensor) -> tuple:
     """out = a ** b, both tensors, broadcast: da = g b a^(b-1), db = g a^b log a (= g out log a), each summed
-    back to its input's shape; an input that needs no gradient gets None (ctx.needs)."""
+    back to its input's shape; an input that needs no gradient gets False (for x ** 2 the exponent is a constant,
+    and log of a negative base is nan: never compute it then)."""
     da = ctx.needs[0] and unbroadcast(g * ctx.b * ctx.a ** (ctx.b - 1), ctx.a.shape)
     db = ctx.needs[1] and unbroadcast(g * ctx.out * ctx.a.log(), ctx.b.shape)
     return da, db
 
 
-@exercise("06-tensor-autograd", "maximum_backward")
+@exercise("06-tensor-autograd", "elementwise_rules")
 def maximum_backward(ctx: autograd.Node, g: Tensor) -> tuple:
     """out = maximum(a, b), broadcast: g goes to the larger operand, to a on a tie (a >= b), summed back to
     each input's shape."""
@@ -104,12 +148,12 @@ RULES = {
     "neg": lambda ctx, g: (-g,),                                             # d(-x) = -1
     "exp": lambda ctx, g: (g * ctx.out,),                                    # d e^x = e^x = out
     "log": lambda ctx, g: (g / ctx.x,),                                      # d log x = 1/x
-    "sqrt": lambda ctx, g: (g / (ctx.out * 2),),                             # d sqrt(x) = 1 / (2 sqrt(x))
-    "tanh": lambda ctx, g: (g * (1 - ctx.out * ctx.out),),                   # d tanh x = 1 - tanh^2 x
-    "sigmoid": lambda ctx, g: (g * ctx.out * (1 - ctx.out),),                # d s(x) = s(x) (1 - s(x))
-    "relu": lambda ctx, g: (g * (ctx.x > 0),),                               # 1 where x > 0, else 0 (0 at x = 0)
+    "sqrt": sqrt_backward,                                                   # d sqrt(x) = 1 / (2 sqrt(x))
+    "tanh": tanh_backward,                                                   # d tanh x = 1 - tanh^2 x
+    "sigmoid": sigmoid_backward,                                             # d s(x) = s(x) (1 - s(x))
+    "relu": relu_backward,                                                   # 1 where x > 0, else 0 (0 at x = 0)
     "gelu": lambda ctx, g: (binary("gelu_backward", ctx.x, g),),             # g * gelu'(x), one kernel
-    "abs": lambda ctx, g: (g * ((ctx.x > 0) - (ctx.x < 0)),),                # sign(x) (0 at x = 0)
+    "abs": abs_backward,                                                     # sign(x) (0 at x = 0)
     # ---- binary, with broadcasting: each partial is summed back to its input's shape -----------------------
     "add": lambda ctx, g: (ctx.needs[0] and unbroadcast(g, ctx.a.shape),     # d(a+b)/da = 1
                            ctx.needs[1] and unbroadcast(g, ctx.b.shape)),    # d(a+b)/db = 1
@@ -117,8 +161,7 @@ RULES = {
                            ctx.needs[1] and unbroadcast(-g, ctx.b.shape)),   # d(a-b)/db = -1
     "mul": lambda ctx, g: (ctx.needs[0] and unbroadcast(g * ctx.b, ctx.a.shape),   # d(ab)/da = b
                            ctx.needs[1] and unbroadcast(g * ctx.a, ctx.b.shape)),  # d(ab)/db = a
-    "div": lambda ctx, g: (ctx.needs[0] and unbroadcast(g / ctx.b, ctx.a.shape),             # d(a/b)/da = 1/b
-                           ctx.needs[1] and unbroadcast(-g * ctx.out / ctx.b, ctx.b.shape)),  # /db = -a/b^2
+    "div": div_backward,          # 1/b, and -a/b^2 for the divisor
     "pow": pow_backward,          # b a^(b-1), and a^b log a for the exponent
     "maximum": maximum_backward,  # g to the larger operand, to a on a tie
 }

@@ -21,12 +21,14 @@ from teenygrad.tensor import Tensor, int64, zeros
 from teenygrad.tensor_views import basic_index
 
 
+@exercise("06-tensor-autograd", "unbroadcast")
 def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum `grad`, the gradient of a broadcast result, back down to an input's `shape`.
 
     Broadcasting reads one input element at many output positions, so its gradient is the sum of theirs:
     sum over the leading dims the input did not have, and over dims where the input had size 1 (keeping
-    them as size 1). Returns grad itself when the shapes already match (no copy).
+    them as size 1). `shape` must broadcast to grad's shape. Returns grad itself when the shapes already match
+    (no copy); a `grad` with fewer dims than `shape` -> ValueError.
         unbroadcast(g of shape (4, 2, 3), (2, 1)) == g.sum(axis=(0, 2), keepdim=True).reshape(2, 1)
     """
     if grad.shape == shape:
@@ -178,34 +180,57 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return cat([t.unsqueeze(axis) for t in tensors], axis)  # autograd: unsqueeze, then cat, each with its rule
 
 
-def _into_zeros(g: Tensor, shape: tuple[int, ...], key: tuple) -> Tensor:
-    """Backward of basic indexing: zeros of the input's shape with g written where the view read."""
+# ---- the rules of the views and of cat (exercise 6, part "movement_rules") ----------------------------------------
+
+@exercise("06-tensor-autograd", "movement_rules")
+def reshape_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x.reshape(...) (also view, squeeze, unsqueeze, flatten): the same elements in the same row-major order,
+    so dx is g in x's shape, ctx.shape."""
+    return (g.reshape(ctx.shape),)
+
+
+@exercise("06-tensor-autograd", "movement_rules")
+def permute_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x.permute(*ctx.dims) (also transpose, .T): out's axis i is x's axis ctx.dims[i]; dx is g with the axis
+    order undone (the inverse permutation), of x's shape."""
+    inverse = [0] * len(ctx.dims)
+    for i, d in enumerate(ctx.dims):
+        inverse[d] = i
+    return (g.permute(*inverse),)
+
+
+@exercise("06-tensor-autograd", "movement_rules")
+def expand_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x.expand(...): each element of x (shape ctx.shape) is read at many positions of out (stride 0), so dx
+    is g summed back to x's shape, as for broadcasting."""
+    return (unbroadcast(g, ctx.shape),)
+
+
+@exercise("06-tensor-autograd", "movement_rules")
+def index_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x[key] with a basic key (ints, slices, None, ...): a view that reads each element at most once. dx is a
+    new tensor of x's shape (ctx.shape) and g's dtype: g where the view read, 0 everywhere else. ctx.key is the key
+    as the forward received it (index a tensor with it to get the same view)."""
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
-        return tracing.hooks.into_zeros(g, shape, key)
-    dx = zeros(shape, dtype=g.dtype)
-    copy_into(g, basic_index(dx, key))  # not dx[key] = g: a fresh buffer needs no version count
-    return dx
+        return (tracing.hooks.into_zeros(g, ctx.shape, ctx.key),)
+    dx = zeros(ctx.shape, dtype=g.dtype)
+    copy_into(g, basic_index(dx, ctx.key))  # not dx[key] = g: a fresh buffer needs no version count
+    return (dx,)
 
 
-def inverse_permutation(dims: Sequence[int]) -> list[int]:
-    inv = [0] * len(dims)
-    for i, d in enumerate(dims):
-        inv[d] = i
-    return inv
-
-
-@exercise("06-tensor-autograd", "cat_backward")
+@exercise("06-tensor-autograd", "movement_rules")
 def cat_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, ...]:
-    """out = cat(tensors, axis): each input gets its own slice of g along ctx.axis, ctx.spans[i] = (start, size)."""
+    """out = cat(tensors, ctx.axis): input i was copied to positions start <= k < start + size along ctx.axis,
+    ctx.spans[i] = (start, size) (size may be 0); its gradient is that slice of g (a view is fine)."""
     return tuple(g._narrow(ctx.axis, start, n) for start, n in ctx.spans)
 
 
 RULES = {
     # ---- views: move g back through the same index map ------------------------------------------------
-    "reshape": lambda ctx, g: (g.reshape(ctx.shape),),         # same elements, old shape (also view, (un)squeeze)
-    "permute": lambda ctx, g: (g.permute(*inverse_permutation(ctx.dims)),),  # undo the axis order (also transpose, .T)
-    "expand": lambda ctx, g: (unbroadcast(g, ctx.shape),),     # each repeated read adds its gradient
-    "index": lambda ctx, g: (_into_zeros(g, ctx.shape, ctx.key),),  # slices/ints: g where read, 0 elsewhere
+    "reshape": reshape_backward,                               # same elements, old shape (also view, (un)squeeze)
+    "permute": permute_backward,                               # undo the axis order (also transpose, .T)
+    "expand": expand_backward,                                 # each repeated read adds its gradient
+    "index": index_backward,                                   # slices/ints: g where read, 0 elsewhere
     "copy": lambda ctx, g: (g,),                               # contiguous(), clone(): the identity
     "cast": lambda ctx, g: (g.to(ctx.dtype),),                 # float32 <-> float64: back to the input's dtype
     # ---- indexing and joining ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from teenygrad.kernels import KERNELS
 from teenygrad.kernels.layout import coalesce, normalize_axes, normalize_axis, prod
 from teenygrad.ops.buffers import as_float, contiguous, detached, new
 from teenygrad.ops.elementwise import binary
-from teenygrad.ops.movement import inverse_permutation, scatter_add
+from teenygrad.ops.movement import scatter_add
 from teenygrad.tensor import Tensor, int64
 
 
@@ -110,27 +110,42 @@ def softmax_backward(op: str, y: Tensor, g: Tensor, axis: int) -> Tensor:
     return dx.reshape(()) if scalar else dx
 
 
-def _expand_back(g: Tensor, ctx: autograd.Node) -> Tensor:
-    """Undo a reduction's shape: put the reduced axes back as size 1, then expand (stride 0, no copy)."""
-    return g.reshape(tuple(1 if d in ctx.axes else n for d, n in enumerate(ctx.shape))).expand(ctx.shape)
+# ---- the rules of sum, mean and max (exercise 6, part "reduction_rules") ----------------------------------------
+# Each reads ctx.x (the input; max only), ctx.shape (x's shape), ctx.axes (the reduced axes: a sorted tuple of
+# non-negative ints, every axis for x.sum()), ctx.keepdim (are the reduced axes still in g's shape, as size 1?);
+# mean also ctx.scale = 1 / (number of elements averaged). Each returns (dx,), dx of x's shape.
+
+@exercise("06-tensor-autograd", "reduction_rules")
+def sum_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x.sum(axes, keepdim): every element of x enters one output element with coefficient 1, so dx is g
+    copied along the reduced axes (a view of g is fine: the reduced axes put back as size 1, then expanded)."""
+    kept = tuple(1 if d in ctx.axes else n for d, n in enumerate(ctx.shape))
+    return (g.reshape(kept).expand(ctx.shape),)
 
 
-@exercise("06-tensor-autograd", "max_backward")
+@exercise("06-tensor-autograd", "reduction_rules")
+def mean_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """out = x.mean(axes, keepdim) = sum / n: dx is g * ctx.scale (1 / n) copied along the reduced axes."""
+    kept = tuple(1 if d in ctx.axes else n for d, n in enumerate(ctx.shape))
+    return ((g * ctx.scale).reshape(kept).expand(ctx.shape),)
+
+
+@exercise("06-tensor-autograd", "reduction_rules")
 def max_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     """out = x.max(axes, keepdim): the gradient goes to one position per reduced group, the *first* maximum in
-    row-major order of the reduced axes (argmax's tie rule), so ties never split or duplicate it; 0 elsewhere.
-    Reads ctx.x, ctx.axes (sorted, non-negative), ctx.keepdim, ctx.shape; returns (dx,) of x's shape."""
+    row-major order of the reduced axes (argmax's tie rule), so ties never split or duplicate it; 0 elsewhere."""
     kept = [d for d in range(ctx.x.ndim) if d not in ctx.axes]
     kshape = tuple(ctx.shape[d] for d in kept)
     where = ctx.x.argmax(ctx.axes).reshape(*kshape, 1)  # flat position inside each reduced group
     dx = scatter_add(g.reshape(*kshape, 1), (*kshape, prod(tuple(ctx.shape[d] for d in ctx.axes))), -1, where)
     order = kept + list(ctx.axes)  # dx is laid out as x.permute(order): move the axes back
-    return (dx.reshape(*kshape, *(ctx.shape[d] for d in ctx.axes)).permute(*inverse_permutation(order)),)
+    back = [order.index(d) for d in range(len(order))]
+    return (dx.reshape(*kshape, *(ctx.shape[d] for d in ctx.axes)).permute(*back),)
 
 
 RULES = {
-    "sum": lambda ctx, g: (_expand_back(g, ctx),),             # every summed element gets g
-    "mean": lambda ctx, g: (_expand_back(g * ctx.scale, ctx),),  # ... times 1/n
+    "sum": sum_backward,                                       # every summed element gets g
+    "mean": mean_backward,                                     # ... times 1/n
     "max": max_backward,                                       # g goes to the (first) argmax, 0 elsewhere
     "softmax": lambda ctx, g: (softmax_backward("softmax", ctx.out, g, ctx.axis),),          # y (g - sum g y)
     "log_softmax": lambda ctx, g: (softmax_backward("log_softmax", ctx.out, g, ctx.axis),),  # g - e^y sum g

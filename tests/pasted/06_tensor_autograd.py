@@ -1,16 +1,39 @@
-"""Exercise 6 answered with teenygrad's own rules (captured from RULES, imported, called): every part must score 0."""
+"""Exercise 6 answered with teenygrad's own pieces (captured from the module, the RULES tables, imported): every part
+must score 0."""
 ANSWERS = {
-    "max_backward": (
-        "_book = tg.ops.RULES['max']\n\n\n"
-        "def max_backward(ctx, g):\n"
-        "    return _book(ctx, g)\n"),
-    "pow_backward": "from teenygrad.ops.elementwise import pow_backward\n",
-    "maximum_backward": (
-        "from teenygrad.ops import DEFAULT_RULES\n\n\n"
-        "def maximum_backward(ctx, g):\n"
-        "    return DEFAULT_RULES['maximum'](ctx, g)\n"),
-    "cat_backward": (
+    "backward": (
+        "from teenygrad import autograd\n\n"
+        "_book_order, _book_backward = autograd.topological_order, autograd.backward\n\n\n"
+        "def topological_order(root):\n"
+        "    return _book_order(root)\n\n\n"
+        "def backward(root, grad=None):\n"
+        "    return _book_backward(root, grad)\n"),
+    "unbroadcast": (
         "from teenygrad.ops import movement\n\n\n"
+        "def unbroadcast(grad, shape):\n"
+        "    return movement.unbroadcast(grad, shape)\n"),
+    "reduction_rules": (
+        "from teenygrad.ops import DEFAULT_RULES\n\n\n"
+        "def sum_backward(ctx, g):\n"
+        "    return DEFAULT_RULES['sum'](ctx, g)\n\n\n"
+        "def mean_backward(ctx, g):\n"
+        "    return DEFAULT_RULES['mean'](ctx, g)\n\n\n"
+        "def max_backward(ctx, g):\n"
+        "    return DEFAULT_RULES['max'](ctx, g)\n"),
+    "movement_rules": (
+        "from teenygrad.ops import movement\n\n"
+        "_book = dict(movement.RULES)\n\n\n"
+        "def reshape_backward(ctx, g):\n"
+        "    return _book['reshape'](ctx, g)\n\n\n"
+        "def permute_backward(ctx, g):\n"
+        "    return _book['permute'](ctx, g)\n\n\n"
+        "def expand_backward(ctx, g):\n"
+        "    return _book['expand'](ctx, g)\n\n\n"
+        "def index_backward(ctx, g):\n"
+        "    return _book['index'](ctx, g)\n\n\n"
         "def cat_backward(ctx, g):\n"
-        "    return movement.RULES['cat'](ctx, g)\n"),
+        "    return _book['cat'](ctx, g)\n"),
+    "elementwise_rules": (
+        "from teenygrad.ops.elementwise import (abs_backward, div_backward, maximum_backward, pow_backward,\n"
+        "                                       relu_backward, sigmoid_backward, sqrt_backward, tanh_backward)\n"),
 }

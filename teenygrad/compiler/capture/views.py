@@ -129,6 +129,22 @@ def into_zeros(g: Tensor, shape: tuple[int, ...], key: tuple) -> Tensor:
 
 # ---- writes and creation ------------------------------------------------------------------------------------------
 
+def _read_since_made(x: LazyTensor) -> bool:
+    """Has any tensor made in this trace after x been computed from x's node (a view of it, an op on it)?"""
+    created = current().created
+    after = next((i + 1 for i in range(len(created) - 1, -1, -1) if created[i] is x), 0)
+    seen: set[int] = set()
+    stack = [t._node for t in created[after:]]
+    while stack:
+        n = stack.pop()
+        if n is x._node:
+            return True
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.srcs)
+    return False
+
+
 def setitem(x: Tensor, key: object, value: Tensor | Scalar) -> None:
     """x[...] = value inside a trace: an assign of the whole of a tensor that lives outside the function (a
     parameter, or a Tensor argument, whose memory the call then writes)."""
@@ -136,7 +152,20 @@ def setitem(x: Tensor, key: object, value: Tensor | Scalar) -> None:
         raise RuntimeError("setitem: in-place writes are not recorded by autograd, so a tensor that requires "
                            "grad cannot be written into or copied from; use no_grad() (e.g. for a parameter "
                            "update) or build a new tensor with cat/stack")
-    spec, shape = index_plan(x.shape, key if isinstance(key, tuple) else (key,))
+    key = key if isinstance(key, tuple) else (key,)
+    spec, shape = index_plan(x.shape, key)
+    node = getattr(x, "_node", None)
+    if type(x) is LazyTensor and getattr(x, "_arg_key", None) is None and node is not None and node.op == "const" \
+            and node.arg == 0:
+        # zeros made in the trace, written into (a gradient written where a view read, as a learner's index rule
+        # does): the zeros padded around the value instead. Something that read x before the write holds the
+        # zeros' node, and eagerly it would see the written values: refused rather than computed wrong
+        if _read_since_made(x):
+            raise CaptureError("setitem: this zeros tensor was read (a view or an op took it) before part of it "
+                               "was written; write into it before reading it, or run the function eagerly")
+        v = value if isinstance(value, Tensor) else scalar_operand(value, x, "setitem")
+        x._node = node_of(into_zeros(wrap(bcast(cast(node_of(v), x.dtype), shape)), x.shape, key))
+        return
     if shape != x.shape or any(s != (0, n, 1) for s, n in zip(spec, x.shape)):
         raise CaptureError("setitem: writing into part of a tensor (a slice) cannot be captured yet; write the "
                            "whole tensor (t[...] = new value), or run the function eagerly")
