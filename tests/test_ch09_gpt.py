@@ -219,7 +219,7 @@ STATED = {"ch9_names_params", "ch9_names_test_loss", "ch9_shakespeare_val_loss",
           "ch9_kv_cached_ms", "ch9_kv_uncached_ms", "ch9_kv_speedup", "ch9_kv_work_ratio", "ch9_fused_ms", "ch9_unfused_ms", "ch9_fusion_speedup", "ch9_attention_fusion_speedup",
           "ch9_value_ms_per_step", "ch9_value_speedup", "ch9_names_test_loss_std002", "ch9_shakespeare_train_loss",
           "ch9_sample_real_words", "ch9_sample_speaker_lines", "ch9_sample_line_length", "ch9_text_line_length",
-          "ch9_stats_chars",
+          "ch9_stats_chars", "ch9_shakespeare_params_millions", "ch9_shakespeare_chars_seen_millions",
           "ch9_local_layer0_min", "ch9_local_layer0_mean", "ch9_local_later_mean", "ch9_local_uniform", "ch9_boundary_share",
           "ch9_boundary_heads_2x", "ch9_boundary_ratio_max"}
 
@@ -257,6 +257,8 @@ def test_full_run_figures(book_build):
     fig = book_figures("09-gpt")  # the book build ran the chapter top to bottom in a fresh kernel
     assert set(fig) >= STATED
     assert fig["ch9_names_params"] == 4192
+    assert fig["ch9_shakespeare_chars_seen_millions"] == pytest.approx(2000 * 12 * 64 / 1e6)  # steps x batch x context
+    assert 0.7 < fig["ch9_shakespeare_params_millions"] < 0.9  # "0.8 million" until it was glued
     # timings are machine-dependent: only that they were measured
     for name in ("ch9_shakespeare_minutes", "ch9_kv_cached_ms", "ch9_kv_uncached_ms", "ch9_kv_speedup",
                  "ch9_kv_work_ratio", "ch9_fused_ms", "ch9_unfused_ms", "ch9_value_speedup"):

@@ -59,7 +59,8 @@ ALLOWED: dict[str, dict[str, str]] = {
         "1": "the spread the initialisation aims for (a design choice, not a measurement)",
         "32,033": "cited: the names in makemore's names.txt (Karpathy, nn-zero-to-hero)",
         "2.17": "cited: Karpathy's makemore part 2 validation loss", "2.10": "cited: makemore part 3",
-        "2.48": "cited: makemore part 1's bigram model",
+        "2.45": "cited: makemore part 1's add-one bigram counts, averaged over its 32,033 names",
+        "2.48": "cited: makemore part 1's one-layer net, trained towards the bigram table",
         "80": "the 80/10/10 split of the chapter's code (fractions 0.8, 0.1, 0.1), written as a ratio",
     },
     "09-gpt": {
@@ -67,7 +68,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "3.30": "ln 27, the loss of a uniform guess among 27 symbols",
         "1.16": DATA + " (1,158,233 characters)",
         "65": "CONTEXT + 1: a window holds the inputs and, shifted by one, the targets",
-        "1.88": "cited: nanoGPT's README", "1.5": "2000 steps x 12 x 64 characters, the arithmetic of the sentence",
+        "1.88": "cited: nanoGPT's README",
     },
 }
 
