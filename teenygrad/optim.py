@@ -9,12 +9,12 @@
         optim.clip_grad_norm(model.parameters(), 1.0)            # optional
         opt.step()
 
-Each step calls one fused kernel per parameter (`teenygrad/kernels/optim.py`; Adam's is inside `adam_update`,
-a piece of exercise 7, like `clip_grad_norm`) that updates the
-parameter's buffer in place, so the Tensor objects (and anything holding them: the model, the optimizer)
-stay the same. The write goes to the buffer directly, not through `t[...] = v`, so it does not bump the
-autograd version counter: the update happens after backward, and the next forward builds a new graph.
-A parameter whose .grad is None (unused in this step's loss) is skipped and its state left as it was.
+Each step calls one fused kernel per parameter (SGD's inside `sgd_update`, Adam's inside `adam_update`: pieces
+of exercise 7, like `lr_at` and `clip_grad_norm`) that updates the parameter's buffer in place, so the Tensor
+objects (and anything holding them: the model, the optimizer) stay the same. The write goes to the buffer
+directly, not through `t[...] = v`, so it does not bump the autograd version counter: the update happens after
+backward, and the next forward builds a new graph. A parameter whose .grad is None (unused in this step's loss)
+is skipped and its state left as it was.
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ class SGD(Optimizer):
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         buf = self._state(self.velocity, i) if self.momentum else p[:0]  # no state without momentum
-        KERNELS["sgd"](p, g, buf, self.lr, self.momentum, self.weight_decay)
+        sgd_update(p, g, buf, self.lr, self.momentum, self.weight_decay)
 
 
 class Adam(Optimizer):
@@ -143,7 +143,29 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
-_COMPILED: dict[str, object] = {}  # adam_update's kernel, compiled on its first call
+_COMPILED: dict[str, object] = {}  # sgd_update's and adam_update's kernels, each compiled on its first call
+
+
+@exercise("07-neural-nets", "sgd_update")
+def sgd_update(p: np.ndarray, g: np.ndarray, buf: np.ndarray, lr: float, momentum: float,
+               weight_decay: float) -> None:
+    """One step of SGD (PyTorch's formulation) for one parameter, in place, in one pass over its elements:
+        d = g + weight_decay * p;   with momentum: buf = momentum * buf + d, then d = buf;   p -= lr * d
+    p (the parameter), g (its gradient) and buf (the velocity, zeros before the first step; empty when momentum
+    is 0) are contiguous 1-D numpy buffers of one dtype; p and buf are updated, g is left as it is. None."""
+    run = _COMPILED.get("sgd")
+    if run is None:  # defined here, like adam_update's: nothing else in the package computes this piece
+        @kernel
+        def sgd_kernel(p, g, buf, lr, momentum, weight_decay):
+            for i in range(p.size):
+                d = g[i] + weight_decay * p[i]
+                if momentum != 0.0:
+                    b = momentum * buf[i] + d
+                    buf[i] = b
+                    d = b
+                p[i] = p[i] - lr * d
+        run = _COMPILED["sgd"] = sgd_kernel
+    run(p, g, buf, lr, momentum, weight_decay)
 
 
 @exercise("07-neural-nets", "adam_update")
@@ -178,6 +200,7 @@ def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, lr: 
 
 # ---- learning-rate schedules ---------------------------------------------------------------------------------
 
+@exercise("07-neural-nets", "lr_at")
 def lr_at(step: int, total_steps: int, base_lr: float, warmup: int = 0, kind: str = "cosine",
           min_lr: float = 0.0) -> float:
     """The learning rate for step `step` (0-based) of `total_steps`:
