@@ -137,7 +137,7 @@ class Module:
         """{parameter name: a numpy copy of its values}."""
         return {name: p.numpy().copy() for name, p in self.named_parameters()}
 
-    @exercise("07-neural-nets", "load_state_dict")
+    @exercise("07-neural-nets", "modules")
     def load_state_dict(self, state: dict[str, np.ndarray]) -> Module:
         """Copy values into the parameters of the same names. Every name must match both ways and every
         shape exactly; otherwise nothing is changed and the error lists what is wrong."""
