@@ -30,20 +30,41 @@ from teenygrad.kernels.jit import kernel
 from teenygrad.ops.buffers import contiguous
 from teenygrad.tensor import Tensor, float32, float64
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm", "collect_params",
+           "flat_buffer", "grad_buffer"]
 
 
-def _flat(t: Tensor) -> np.ndarray:
-    """The contiguous 1-D slice of t's buffer holding exactly its elements (shares memory with t)."""
+def flat_buffer(t: Tensor) -> np.ndarray:
+    """The contiguous 1-D slice of t's buffer holding exactly its elements (shares memory with t: writing into it
+    writes into t). t must be contiguous, as parameters and their optimizer state are."""
     return t._buf[t.offset:t.offset + t.size]
 
 
-def _grad(p: Tensor) -> np.ndarray:
-    """p.grad as a contiguous buffer of p's dtype (it usually already is: then no copy)."""
+def grad_buffer(p: Tensor) -> np.ndarray:
+    """p.grad as a contiguous 1-D buffer of p's dtype (it usually already is one: then no copy)."""
     g = contiguous(p.grad, p.dtype)
     if g.shape != p.shape:
         raise ValueError(f"optimizer: a gradient of shape {g.shape} for a parameter of shape {p.shape}")
-    return _flat(g)
+    return flat_buffer(g)
+
+
+@exercise("07-neural-nets", "optimizer")
+def collect_params(params: Iterable[Tensor]) -> list[Tensor]:
+    """The parameters an optimizer holds, from any iterable (a generator too): each a leaf Tensor that requires
+    grad (else TypeError), contiguous float32 or float64 (else TypeError), kept once and in order (a tied weight
+    listed twice must not be stepped twice). An empty list -> ValueError."""
+    kept, seen = [], set()
+    for p in params:
+        if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
+            raise TypeError("optimizer: parameters must be leaf Tensors with requires_grad=True")
+        if p.dtype not in (float32, float64) or not p.is_contiguous():
+            raise TypeError(f"optimizer: parameters must be contiguous float32/float64 tensors, got {p.dtype}")
+        if id(p) not in seen:
+            seen.add(id(p))
+            kept.append(p)
+    if not kept:
+        raise ValueError("optimizer: got an empty parameter list")
+    return kept
 
 
 class Optimizer:
@@ -51,36 +72,27 @@ class Optimizer:
     `_update(i, p, g)` for parameter number i with its flat buffer p and gradient g."""
 
     def __init__(self, params: Iterable[Tensor], lr: float) -> None:
-        self.params: list[Tensor] = []
-        seen = set()
-        for p in params:
-            if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
-                raise TypeError("optimizer: parameters must be leaf Tensors with requires_grad=True")
-            if p.dtype not in (float32, float64) or not p.is_contiguous():
-                raise TypeError(f"optimizer: parameters must be contiguous float32/float64 tensors, got {p.dtype}")
-            if id(p) not in seen:  # a tied weight listed twice must not be stepped twice
-                seen.add(id(p))
-                self.params.append(p)
-        if not self.params:
-            raise ValueError("optimizer: got an empty parameter list")
+        self.params: list[Tensor] = collect_params(params)
         if lr < 0:
             raise ValueError(f"optimizer: lr must be >= 0, got {lr}")
         self.lr = float(lr)
         self.steps = 0  # number of step() calls so far
 
+    @exercise("07-neural-nets", "optimizer")
     def zero_grad(self) -> None:
         """Set every parameter's .grad to None (the next backward starts from nothing)."""
         for p in self.params:
             p.grad = None
 
+    @tracing.hooked("optimizer_step")  # inside teenygrad.compile's trace: the updates become assigns
+    @exercise("07-neural-nets", "optimizer")
     def step(self) -> None:
-        """Update every parameter that has a gradient, in place."""
-        if tracing.active:  # inside teenygrad.compile's trace: the updates become assigns
-            return tracing.hooks.optimizer_step(self)
+        """Count the step (self.steps), then update every parameter that has a gradient, in place: parameter
+        number i with `self._update(i, flat_buffer(p), grad_buffer(p))`. One without a .grad is skipped."""
         self.steps += 1
         for i, p in enumerate(self.params):
             if p.grad is not None:
-                self._update(i, _flat(p), _grad(p))
+                self._update(i, flat_buffer(p), grad_buffer(p))
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         raise NotImplementedError
@@ -256,7 +268,7 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
         if p.grad is not None and id(p) not in seen:  # a tied weight counts once
             seen.add(id(p))
             p.grad = contiguous(p.grad)
-            grads.append(_flat(p.grad))
+            grads.append(flat_buffer(p.grad))
     total = math.sqrt(sum(KERNELS["sum_of_squares"](g) for g in grads))
     coef = max_norm / (total + 1e-6)
     if coef < 1.0:

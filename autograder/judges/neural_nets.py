@@ -20,6 +20,11 @@ and this judge checks the outputs in numpy float64 (or against the names a struc
                    (total, base_lr, warmup, an unknown kind, min_lr)  -> 1 if ValueError was raised
   clip_grad_norm   (flat grads, sizes, has grad, repeated index, max_norm)
                                                       -> (norm before, gradients after, nan where None)
+  optimizer        (tensor codes,)                    -> collect_params: (error code, positions kept)
+                   (seed, has grad (n,))              -> (opt.steps after two steps, _update's parameter numbers,
+                                                         the values after, every .grad None after zero_grad)
+  dropout          (shape, p, training, seed, dtype bits)  -> (values, x itself returned, dL/dx of a sum)
+                   (shape, p outside [0, 1), ...)     -> 1 if ValueError was raised
   batches          (n, batch_size, shuffle, drop_last, seed, seeded teenygrad)
                                                       -> (rows in the order served, batch sizes, all checks held)
                    (n, batch_size, first dim of the second tensor)  -> 1 if the call itself raised ValueError
@@ -379,6 +384,105 @@ def _check_batches(case: Case, outputs: tuple) -> str | None:
     return None
 
 
+# ---- optimizer: collect_params, step, zero_grad ----------------------------------------------------------------
+
+# collect_params's cases are lists of codes, one tensor each: 0 a new float64 parameter, 1 the previous new parameter
+# again (tied), 2 a new float32 parameter, 3 a tensor computed from a parameter (not a leaf), 4 a constant (no grad),
+# 5 a leaf that requires grad but is not contiguous (a transposed view)
+COLLECT_ERRORS = {0: None, 1: "TypeError", 2: "ValueError", 3: "another exception"}
+
+
+def _collect_expected(codes) -> tuple[str | None, list[int]]:
+    codes = [int(c) for c in np.atleast_1d(codes)]
+    if any(c in (3, 4, 5) for c in codes):
+        return "TypeError", []
+    kept = [i for i, c in enumerate(codes) if c in (0, 2)]
+    return (None, kept) if kept else ("ValueError", [])
+
+
+def _step_values(seed: int, has_grad) -> tuple[np.ndarray, np.ndarray]:
+    """The parameters (n, 3) and gradients a step case starts from (the hidden tests draw the same)."""
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(len(has_grad), 3)), rng.normal(size=(len(has_grad), 3))
+
+
+def _optimizer_cases(rng: np.random.Generator) -> list[Case]:
+    collect = [[0, 2, 0], [0, 1, 2, 1], [0, 0, 1, 1], [0, 3], [4, 0], [0, 5], []]
+    cases: list[Case] = [(np.array(c, dtype=np.int64),) for c in collect]
+    for n in (1, 4, 6):
+        has_grad = (rng.random(n) < 0.7).astype(np.int64)
+        cases.append((int(rng.integers(0, 10**6)), has_grad))
+    return cases
+
+
+def _check_optimizer(case: Case, outputs: tuple) -> str | None:
+    if len(case) == 1:
+        error, kept = _collect_expected(case[0])
+        codes = np.atleast_1d(case[0]).tolist()
+        if len(outputs) != 2:
+            return f"expected (error code, kept positions), got {len(outputs)} outputs"
+        got_error = COLLECT_ERRORS.get(int(outputs[0]), "?")
+        if got_error != error:
+            return (f"collect_params on tensors coded {codes}: expected {error or 'no error'}, "
+                    f"got {got_error or 'no error'}")
+        if error is None and np.asarray(outputs[1]).reshape(-1).tolist() != kept:
+            return (f"collect_params on tensors coded {codes} kept the tensors at {np.asarray(outputs[1]).tolist()}, "
+                    f"expected {kept} (each once, in order)")
+        return None
+    seed, has_grad = case
+    p0, g = _step_values(seed, has_grad)
+    on = np.asarray(has_grad, bool)
+    if len(outputs) != 4:
+        return f"expected (steps, parameters updated, values after, grads cleared), got {len(outputs)} outputs"
+    if int(outputs[0]) != 2:
+        return f"after two step() calls, opt.steps is {int(outputs[0])}"
+    visited = np.asarray(outputs[1]).reshape(-1).tolist()
+    want = [i for i in range(len(on)) if on[i]] * 2
+    if visited != want:
+        return (f"two step() calls ran _update for parameters {visited}; with gradients on "
+                f"{np.flatnonzero(on).tolist()} they should be {want}")
+    after = np.asarray(outputs[2], np.float64)
+    expected = p0 - 0.2 * g * on[:, None]
+    if after.shape != expected.shape or not np.allclose(after, expected, rtol=1e-12, atol=1e-12):
+        return "the updates did not reach the parameters (pass _update the parameter's own memory: flat_buffer)"
+    if int(outputs[3]) != 1:
+        return "zero_grad() must set every parameter's .grad to None"
+    return None
+
+
+# ---- dropout --------------------------------------------------------------------------------------------------------
+
+def _dropout_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [(np.array(shape), p, training, int(rng.integers(0, 10**6)), bits)
+             for shape, p, training, bits in [((40, 30), 0.5, 1, 64), ((7, 5, 3), 0.1, 1, 32), ((1000,), 0.9, 1, 64),
+                                              ((6, 4), 0.5, 0, 64), ((6, 4), 0.0, 1, 32)]]
+    return cases + [(np.array((3,)), 1.0, 1, 0, 64), (np.array((3,)), -0.1, 1, 0, 64)]
+
+
+def _check_dropout(case: Case, outputs: tuple) -> str | None:
+    shape, p, training, seed, bits = tuple(int(s) for s in np.atleast_1d(case[0])), float(case[1]), *case[2:]
+    if not 0 <= p < 1:
+        raised = len(outputs) == 1 and outputs[0].size == 1 and int(outputs[0].reshape(-1)[0]) == 1
+        return None if raised else f"dropout with p={p} must raise ValueError"
+    if len(outputs) != 3:
+        return f"expected (values, x itself returned, gradient), got {len(outputs)} outputs"
+    dt = np.float32 if bits == 32 else np.float64
+    x = np.random.default_rng(seed + 1).normal(size=shape).astype(dt)
+    what = f"dropout(x of shape {shape}, p={p}, training={bool(training)})"
+    if not training or p == 0:
+        return None if int(outputs[1]) == 1 else f"{what} must return x itself"
+    keep = (np.random.default_rng(seed).random(int(np.prod(shape)), dtype=dt).reshape(shape) >= p).astype(np.float64)
+    want = x.astype(np.float64) * keep / (1 - p)
+    got = np.asarray(outputs[0], np.float64)
+    tol = dict(rtol=1e-5, atol=1e-6) if bits == 32 else dict(rtol=1e-12, atol=1e-12)
+    if got.shape != want.shape or not np.allclose(got, want, **tol):
+        return (f"{what}: wrong values (keep where tg.rand(*x.shape, dtype=x.dtype) >= p, drawn from teenygrad's "
+                "generator, and scale what is kept by 1 / (1 - p))")
+    if not np.allclose(np.asarray(outputs[2], np.float64), keep / (1 - p), **tol):
+        return f"{what}: the gradient with respect to x must be the mask scaled by 1 / (1 - p)"
+    return None
+
+
 PARTS = {
     "modules": Part(cases=_modules_cases, check=_check_modules),
     "kaiming": Part(cases=_kaiming_cases, check=_check_kaiming),
@@ -387,4 +491,6 @@ PARTS = {
     "lr_at": Part(cases=_lr_cases, check=_check_lr),
     "clip_grad_norm": Part(cases=_clip_cases, check=_check_clip),
     "batches": Part(cases=_batches_cases, check=_check_batches),
+    "optimizer": Part(cases=_optimizer_cases, check=_check_optimizer),
+    "dropout": Part(cases=_dropout_cases, check=_check_dropout),
 }

@@ -9,6 +9,13 @@ ANSWERS = {
         "def load_state_dict(self, state):\n"
         "    return _Theirs.load_state_dict(self, state)\n"),
     "kaiming": "from teenygrad.nn_init import kaiming_normal_, kaiming_uniform_\n",
+    "dropout": "from teenygrad.functional import dropout\n",
+    "optimizer": (
+        "from teenygrad.optim import Optimizer as _Theirs, collect_params\n\n\n"
+        "def step(self):\n"
+        "    return _Theirs.step(self)\n\n\n"
+        "def zero_grad(self):\n"
+        "    return _Theirs.zero_grad(self)\n"),
     "sgd_update": (
         "def sgd_update(p, g, buf, lr, momentum, weight_decay):\n"
         "    return optim.sgd_update(p, g, buf, lr, momentum, weight_decay)\n"),
