@@ -22,8 +22,8 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
 import os as _os
 
 from teenygrad import datasets, kernels, regression
-from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, float32, float64, full, int64, manual_seed, ones,
-                              rand, randn, stack, tensor, zeros)
+from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, default_generator, float32, float64, full, int64,
+                              manual_seed, ones, rand, randn, stack, tensor, zeros)
 from teenygrad import ops
 from teenygrad import autograd
 from teenygrad.autograd import is_grad_enabled, no_grad
@@ -49,8 +49,8 @@ __all__ = [
     # chapter 1
     "datasets", "regression",
     # chapter 2: the Tensor and its ops
-    "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "cat", "stack",
-    "cross_entropy", "float32", "float64", "int64", "ops",
+    "Tensor", "tensor", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "default_generator", "cat",
+    "stack", "cross_entropy", "float32", "float64", "int64", "ops",
     # chapter 3
     "kernels",
     # chapter 4

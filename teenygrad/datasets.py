@@ -1,4 +1,5 @@
-"""The book's data sets (chapter 1 onwards), shipped inside the package so nothing is downloaded at run time.
+"""The book's data sets (chapter 1 onwards), shipped inside the package so nothing is downloaded at run time, and
+`batches`, the shuffled mini-batches a training loop walks over (chapter 7).
 
 Sources and credits are in `teenygrad/data/DATA.md`. Every loader returns plain numpy arrays or Python
 strings: numpy is teenygrad's storage and I/O layer.
@@ -8,8 +9,12 @@ from __future__ import annotations
 import csv
 import gzip
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
+
+from teenygrad.edition import exercise
+from teenygrad.tensor import Tensor, default_generator, int64
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -65,3 +70,30 @@ def load_names() -> list[str]:
 def load_shakespeare() -> str:
     """Eight Shakespeare tragedies as one plain-ASCII string (1,158,233 characters)."""
     return _path("shakespeare.txt").read_text()
+
+
+# ---- mini-batches ----------------------------------------------------------------------------------------------
+
+@exercise("07-neural-nets", "batches")
+def batches(*tensors: Tensor, batch_size: int, shuffle: bool = True, rng: np.random.Generator | None = None,
+            drop_last: bool = False) -> Iterator[tuple[Tensor, ...]]:
+    """One epoch of mini-batches over the rows of `tensors` (each with the same first dim N): a generator of
+    tuples, one Tensor per input, holding the same rows of each. With shuffle, the rows come in the order of
+    `rng.permutation(N)` (rng: teenygrad's generator when None), drawn when batches is called, so every call
+    is a new epoch; else in order. Batches of `batch_size` rows; the last is shorter unless drop_last drops it.
+    No tensors, first dims that differ, or batch_size < 1 -> ValueError, raised by the call itself."""
+    if not tensors:
+        raise ValueError("batches: give at least one tensor")
+    n = tensors[0].shape[0] if tensors[0].ndim else None
+    if n is None or any(t.ndim == 0 or t.shape[0] != n for t in tensors):
+        raise ValueError(f"batches: every tensor needs the same first dim, got shapes {[t.shape for t in tensors]}")
+    if batch_size < 1:
+        raise ValueError(f"batches: batch_size must be at least 1, got {batch_size}")
+    order = (rng or default_generator()).permutation(n) if shuffle else np.arange(n)  # drawn now, not at first use
+    end = n - n % batch_size if drop_last else n
+
+    def walk() -> Iterator[tuple[Tensor, ...]]:
+        for start in range(0, end, batch_size):
+            rows = Tensor(order[start:start + batch_size], dtype=int64)
+            yield tuple(t.index_select(0, rows) for t in tensors)
+    return walk()

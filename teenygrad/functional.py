@@ -47,6 +47,7 @@ def rms_norm_unfused(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5)
     return y if weight is None else y * weight
 
 
+@exercise("07-neural-nets", "dropout")
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p), so the expected value is
     unchanged; the identity when not training or p == 0."""

@@ -26,6 +26,7 @@ import numpy as np
 
 from teenygrad import functional as F
 from teenygrad import nn_init as init
+from teenygrad.edition import exercise
 from teenygrad.kernels.layout import contiguous_strides
 from teenygrad.tensor import Tensor, as_dtype, float32, zeros
 
@@ -71,6 +72,7 @@ class Module:
     def children(self) -> list[Module]:
         return [m for _, m in self.named_children()]
 
+    @exercise("07-neural-nets", "modules")
     def named_modules(self, prefix: str = "") -> list[tuple[str, Module]]:
         """This module and every module below it, depth first, each once (the first name found)."""
         out, seen, stack = [], set(), [(prefix, self)]
@@ -87,6 +89,7 @@ class Module:
     def modules(self) -> list[Module]:
         return [m for _, m in self.named_modules()]
 
+    @exercise("07-neural-nets", "modules")
     def named_parameters(self) -> list[tuple[str, Tensor]]:
         """(dotted name, tensor) for every parameter: a leaf Tensor attribute with requires_grad=True.
         Tensors computed in forward and kept on the module (activations) are not leaves, so not listed."""
@@ -134,6 +137,7 @@ class Module:
         """{parameter name: a numpy copy of its values}."""
         return {name: p.numpy().copy() for name, p in self.named_parameters()}
 
+    @exercise("07-neural-nets", "modules")
     def load_state_dict(self, state: dict[str, np.ndarray]) -> Module:
         """Copy values into the parameters of the same names. Every name must match both ways and every
         shape exactly; otherwise nothing is changed and the error lists what is wrong."""

@@ -9,12 +9,12 @@
         optim.clip_grad_norm(model.parameters(), 1.0)            # optional
         opt.step()
 
-Each step calls one fused kernel per parameter (`teenygrad/kernels/optim.py`; Adam's is inside `adam_update`,
-a piece of exercise 7, like `clip_grad_norm`) that updates the
-parameter's buffer in place, so the Tensor objects (and anything holding them: the model, the optimizer)
-stay the same. The write goes to the buffer directly, not through `t[...] = v`, so it does not bump the
-autograd version counter: the update happens after backward, and the next forward builds a new graph.
-A parameter whose .grad is None (unused in this step's loss) is skipped and its state left as it was.
+Each step calls one fused kernel per parameter (SGD's inside `sgd_update`, Adam's inside `adam_update`: pieces
+of exercise 7, like `lr_at` and `clip_grad_norm`) that updates the parameter's buffer in place, so the Tensor
+objects (and anything holding them: the model, the optimizer) stay the same. The write goes to the buffer
+directly, not through `t[...] = v`, so it does not bump the autograd version counter: the update happens after
+backward, and the next forward builds a new graph. A parameter whose .grad is None (unused in this step's loss)
+is skipped and its state left as it was.
 """
 from __future__ import annotations
 
@@ -30,20 +30,41 @@ from teenygrad.kernels.jit import kernel
 from teenygrad.ops.buffers import contiguous
 from teenygrad.tensor import Tensor, float32, float64
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm", "collect_params",
+           "flat_buffer", "grad_buffer"]
 
 
-def _flat(t: Tensor) -> np.ndarray:
-    """The contiguous 1-D slice of t's buffer holding exactly its elements (shares memory with t)."""
+def flat_buffer(t: Tensor) -> np.ndarray:
+    """The contiguous 1-D slice of t's buffer holding exactly its elements (shares memory with t: writing into it
+    writes into t). t must be contiguous, as parameters and their optimizer state are."""
     return t._buf[t.offset:t.offset + t.size]
 
 
-def _grad(p: Tensor) -> np.ndarray:
-    """p.grad as a contiguous buffer of p's dtype (it usually already is: then no copy)."""
+def grad_buffer(p: Tensor) -> np.ndarray:
+    """p.grad as a contiguous 1-D buffer of p's dtype (it usually already is one: then no copy)."""
     g = contiguous(p.grad, p.dtype)
     if g.shape != p.shape:
         raise ValueError(f"optimizer: a gradient of shape {g.shape} for a parameter of shape {p.shape}")
-    return _flat(g)
+    return flat_buffer(g)
+
+
+@exercise("07-neural-nets", "optimizer")
+def collect_params(params: Iterable[Tensor]) -> list[Tensor]:
+    """The parameters an optimizer holds, from any iterable (a generator too): each a leaf Tensor that requires
+    grad (else TypeError), contiguous float32 or float64 (else TypeError), kept once and in order (a tied weight
+    listed twice must not be stepped twice). An empty list -> ValueError."""
+    kept, seen = [], set()
+    for p in params:
+        if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
+            raise TypeError("optimizer: parameters must be leaf Tensors with requires_grad=True")
+        if p.dtype not in (float32, float64) or not p.is_contiguous():
+            raise TypeError(f"optimizer: parameters must be contiguous float32/float64 tensors, got {p.dtype}")
+        if id(p) not in seen:
+            seen.add(id(p))
+            kept.append(p)
+    if not kept:
+        raise ValueError("optimizer: got an empty parameter list")
+    return kept
 
 
 class Optimizer:
@@ -51,36 +72,27 @@ class Optimizer:
     `_update(i, p, g)` for parameter number i with its flat buffer p and gradient g."""
 
     def __init__(self, params: Iterable[Tensor], lr: float) -> None:
-        self.params: list[Tensor] = []
-        seen = set()
-        for p in params:
-            if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
-                raise TypeError("optimizer: parameters must be leaf Tensors with requires_grad=True")
-            if p.dtype not in (float32, float64) or not p.is_contiguous():
-                raise TypeError(f"optimizer: parameters must be contiguous float32/float64 tensors, got {p.dtype}")
-            if id(p) not in seen:  # a tied weight listed twice must not be stepped twice
-                seen.add(id(p))
-                self.params.append(p)
-        if not self.params:
-            raise ValueError("optimizer: got an empty parameter list")
+        self.params: list[Tensor] = collect_params(params)
         if lr < 0:
             raise ValueError(f"optimizer: lr must be >= 0, got {lr}")
         self.lr = float(lr)
         self.steps = 0  # number of step() calls so far
 
+    @exercise("07-neural-nets", "optimizer")
     def zero_grad(self) -> None:
         """Set every parameter's .grad to None (the next backward starts from nothing)."""
         for p in self.params:
             p.grad = None
 
+    @tracing.hooked("optimizer_step")  # inside teenygrad.compile's trace: the updates become assigns
+    @exercise("07-neural-nets", "optimizer")
     def step(self) -> None:
-        """Update every parameter that has a gradient, in place."""
-        if tracing.active:  # inside teenygrad.compile's trace: the updates become assigns
-            return tracing.hooks.optimizer_step(self)
+        """Count the step (self.steps), then update every parameter that has a gradient, in place: parameter
+        number i with `self._update(i, flat_buffer(p), grad_buffer(p))`. One without a .grad is skipped."""
         self.steps += 1
         for i, p in enumerate(self.params):
             if p.grad is not None:
-                self._update(i, _flat(p), _grad(p))
+                self._update(i, flat_buffer(p), grad_buffer(p))
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         raise NotImplementedError
@@ -105,7 +117,7 @@ class SGD(Optimizer):
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         buf = self._state(self.velocity, i) if self.momentum else p[:0]  # no state without momentum
-        KERNELS["sgd"](p, g, buf, self.lr, self.momentum, self.weight_decay)
+        sgd_update(p, g, buf, self.lr, self.momentum, self.weight_decay)
 
 
 class Adam(Optimizer):
@@ -143,7 +155,29 @@ class AdamW(Adam):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
-_COMPILED: dict[str, object] = {}  # adam_update's kernel, compiled on its first call
+_COMPILED: dict[str, object] = {}  # sgd_update's and adam_update's kernels, each compiled on its first call
+
+
+@exercise("07-neural-nets", "sgd_update")
+def sgd_update(p: np.ndarray, g: np.ndarray, buf: np.ndarray, lr: float, momentum: float,
+               weight_decay: float) -> None:
+    """One step of SGD (PyTorch's formulation) for one parameter, in place, in one pass over its elements:
+        d = g + weight_decay * p;   with momentum: buf = momentum * buf + d, then d = buf;   p -= lr * d
+    p (the parameter), g (its gradient) and buf (the velocity, zeros before the first step; empty when momentum
+    is 0) are contiguous 1-D numpy buffers of one dtype; p and buf are updated, g is left as it is. None."""
+    run = _COMPILED.get("sgd")
+    if run is None:  # defined here, like adam_update's: nothing else in the package computes this piece
+        @kernel
+        def sgd_kernel(p, g, buf, lr, momentum, weight_decay):
+            for i in range(p.size):
+                d = g[i] + weight_decay * p[i]
+                if momentum != 0.0:
+                    b = momentum * buf[i] + d
+                    buf[i] = b
+                    d = b
+                p[i] = p[i] - lr * d
+        run = _COMPILED["sgd"] = sgd_kernel
+    run(p, g, buf, lr, momentum, weight_decay)
 
 
 @exercise("07-neural-nets", "adam_update")
@@ -178,6 +212,7 @@ def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, lr: 
 
 # ---- learning-rate schedules ---------------------------------------------------------------------------------
 
+@exercise("07-neural-nets", "lr_at")
 def lr_at(step: int, total_steps: int, base_lr: float, warmup: int = 0, kind: str = "cosine",
           min_lr: float = 0.0) -> float:
     """The learning rate for step `step` (0-based) of `total_steps`:
@@ -233,7 +268,7 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
         if p.grad is not None and id(p) not in seen:  # a tied weight counts once
             seen.add(id(p))
             p.grad = contiguous(p.grad)
-            grads.append(_flat(p.grad))
+            grads.append(flat_buffer(p.grad))
     total = math.sqrt(sum(KERNELS["sum_of_squares"](g) for g in grads))
     coef = max_norm / (total + 1e-6)
     if coef < 1.0:

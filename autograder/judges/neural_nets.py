@@ -1,19 +1,36 @@
-"""Judge for assignment 07-neural-nets: Kaiming initialisation, Adam's update and gradient clipping
+"""Judge for assignment 07-neural-nets: the machinery chapter 7's networks train on
 (exercises/07-neural-nets.ipynb).
 
-The learner writes three pieces of teenygrad: `nn.init.kaiming_uniform_`/`kaiming_normal_` (part `kaiming`),
-`optim.adam_update` (the in-place step that optim.Adam and optim.AdamW call) and `optim.clip_grad_norm`. The
-hidden tests install them and run teenygrad on the cases below; this judge checks the outputs in numpy float64.
+The learner writes eight pieces of teenygrad; the hidden tests install them and run teenygrad on the cases below,
+and this judge checks the outputs in numpy float64 (or against the names a structure must list).
 
-  kaiming         (shape, nonlinearity, kind, seed)  -> (values, returned t itself, reproducible)
-                  (shape of 1 dim, ...)              -> 1 if ValueError was raised
-  adam_update     (p0, grads (steps, n), lr, b1, b2, eps, wd, decoupled, dtype bits)
-                                                     -> the parameter after each step of optim.Adam/AdamW
-                  (p, g, m, v, lr, b1, b2, eps, wd, decoupled, t)  -> (p, g, m, v) after one call on buffers
-  clip_grad_norm  (flat grads, sizes, has grad, repeated index, max_norm)
-                                                     -> (norm before, gradients after, nan where None)
-Training cases (seed, steps): a 2-16-3 tanh network on three blobs, AdamW with the learner's update or SGD
-with momentum and the learner's clipping; every loss finite and the last below TRAINING_LOSS.
+  modules          (structure, seed)                  -> (module names, parameter names, 1 where the tensor is
+                                                         the attribute its name leads to)
+                   (structure, mutation, seed)        -> load_state_dict: (what was raised, the parameters after,
+                                                         the values before and the state's, returned self)
+  kaiming          (shape, nonlinearity, kind, seed)  -> (values, returned t itself, reproducible)
+                   (shape of 1 dim, ...)              -> 1 if ValueError was raised
+  sgd_update       (p0, grads (steps, n), lr, momentum, wd, dtype bits)
+                                                      -> the parameter after each step of optim.SGD
+                   (p, g, buf, lr, momentum, wd)      -> (p, g, buf) after one call on buffers
+  adam_update      (p0, grads (steps, n), lr, b1, b2, eps, wd, decoupled, dtype bits)
+                                                      -> the parameter after each step of optim.Adam/AdamW
+                   (p, g, m, v, lr, b1, b2, eps, wd, decoupled, t)  -> (p, g, m, v) after one call on buffers
+  lr_at            (total, base_lr, warmup, kind, min_lr)  -> the rate of every step 0 .. total + 2
+                   (total, base_lr, warmup, an unknown kind, min_lr)  -> 1 if ValueError was raised
+  clip_grad_norm   (flat grads, sizes, has grad, repeated index, max_norm)
+                                                      -> (norm before, gradients after, nan where None)
+  optimizer        (tensor codes,)                    -> collect_params: (error code, positions kept)
+                   (seed, has grad (n,))              -> (opt.steps after two steps, _update's parameter numbers,
+                                                         the values after, every .grad None after zero_grad)
+  dropout          (shape, p, training, seed, dtype bits)  -> (values, x itself returned, dL/dx of a sum)
+                   (shape, p outside [0, 1), ...)     -> 1 if ValueError was raised
+  batches          (n, batch_size, shuffle, drop_last, seed, seeded teenygrad)
+                                                      -> (rows in the order served, batch sizes, all checks held)
+                   (n, batch_size, first dim of the second tensor)  -> 1 if the call itself raised ValueError
+Training cases (seed, steps): a 2-16-3 tanh network on three blobs (its parameters listed by hand, so no other part
+runs), AdamW with the learner's update or SGD with momentum and the learner's update; every loss finite and the last
+below TRAINING_LOSS.
 """
 from __future__ import annotations
 
@@ -152,7 +169,7 @@ def _clip_cases(rng: np.random.Generator) -> list[Case]:
         repeat = int(rng.choice(np.flatnonzero(has_grad)))
         cases.append((flat, np.array(sizes), np.array(has_grad), repeat, max_norm))
     cases.append((np.zeros(6), np.array([2, 4]), np.array([1, 1]), 0, 1.0))  # all zero: nothing to clip
-    return cases + [_training_case(rng)]
+    return cases
 
 
 def _clip_reference(flat, sizes, has_grad, repeat, max_norm):
@@ -164,8 +181,6 @@ def _clip_reference(flat, sizes, has_grad, repeat, max_norm):
 
 
 def _check_clip(case: Case, outputs: tuple) -> str | None:
-    if len(case) == 2:
-        return _check_training(case, outputs)
     total, after = _clip_reference(*case)
     if len(outputs) != 2 or outputs[0].size != 1:
         return "expected the norm (one number) and the gradients"
@@ -182,8 +197,300 @@ def _check_clip(case: Case, outputs: tuple) -> str | None:
     return None
 
 
+# ---- modules and load_state_dict ------------------------------------------------------------------------------
+
+# The structures the hidden tests build (the notebook's `build(structure, seed)` makes them), and what a right
+# named_modules / named_parameters lists for each, in order. 0: Sequential(Linear(3, 4), Tanh(), Linear(4, 2)).
+# 1: a module whose `blocks` list holds two blocks (each a Linear and a LayerNorm) and whose `head` is blocks[0]
+# again (shared: listed once, under its first name), plus a tensor computed in forward kept as an attribute (not a
+# leaf) and a constant that does not require grad. 2: a tied weight (the embedding's table is the head's weight) and a
+# child that holds its parent (a cycle). 3: a tuple of two Linears without bias, and an empty Sequential.
+STRUCTURES = {
+    0: (["", "0", "1", "2"], ["0.weight", "0.bias", "2.weight", "2.bias"]),
+    1: (["", "blocks.0", "blocks.0.lin", "blocks.0.norm", "blocks.1", "blocks.1.lin", "blocks.1.norm"],
+        ["scale", "blocks.0.lin.weight", "blocks.0.lin.bias", "blocks.0.norm.weight", "blocks.0.norm.bias",
+         "blocks.1.lin.weight", "blocks.1.lin.bias", "blocks.1.norm.weight", "blocks.1.norm.bias"]),
+    2: (["", "embed", "head", "child"], ["embed.weight", "head.bias"]),
+    3: (["", "pair.0", "pair.1", "empty"], ["pair.0.weight", "pair.1.weight"]),
+}
+# load_state_dict's mutations of the state a right model saved: 0 none (values change to the state's), 1 a key
+# missing, 2 an unexpected key, 3 a shape that differs, 4 float64 values for float32 parameters (cast, accepted)
+MUTATIONS = {0: None, 1: "KeyError", 2: "KeyError", 3: "ValueError", 4: None}
+MUTATION_NAMES = ["a matching state", "a state missing a key", "a state with an extra key",
+                  "a state with a wrong shape", "float64 values for float32 parameters"]
+RAISED = {0: None, 1: "KeyError", 2: "ValueError", 3: "another exception"}
+
+
+def _modules_cases(rng: np.random.Generator) -> list[Case]:
+    listing = [(structure, int(rng.integers(0, 10**6))) for structure in STRUCTURES]
+    loading = [(structure, mutation, int(rng.integers(0, 10**6))) for structure in (0, 1) for mutation in MUTATIONS]
+    return listing + loading
+
+
+def _names(a: np.ndarray) -> list[str]:
+    return [str(x) for x in np.asarray(a).reshape(-1)]
+
+
+def _check_modules(case: Case, outputs: tuple) -> str | None:
+    if len(case) == 3:
+        return _check_load(case, outputs)
+    if len(outputs) != 3:
+        return f"expected (module names, parameter names, sums), got {len(outputs)} outputs"
+    modules, params = STRUCTURES[int(case[0])]
+    got_modules, got_params = _names(outputs[0]), _names(outputs[1])
+    if got_modules != modules:
+        return f"structure {case[0]}: named_modules() lists {got_modules}, expected {modules}"
+    if got_params != params:
+        return f"structure {case[0]}: named_parameters() lists {got_params}, expected {params}"
+    own = np.asarray(outputs[2], np.float64).reshape(-1)
+    if own.size != len(params) or not np.all(own == 1):
+        return f"structure {case[0]}: each listed parameter must be the tensor its name leads to (not a copy)"
+    return None
+
+
+def _check_load(case: Case, outputs: tuple) -> str | None:
+    if len(outputs) != 4:
+        return f"expected (raised, values after, saved values, returned self), got {len(outputs)} outputs"
+    raised, after, saved, same = int(outputs[0]), np.asarray(outputs[1], np.float64), outputs[2], int(outputs[3])
+    before_or_state = np.asarray(saved, np.float64)  # row 0: the values before, row 1: the state's
+    expected = MUTATIONS[int(case[1])]
+    what = f"structure {case[0]}, {MUTATION_NAMES[int(case[1])]}"
+    if RAISED.get(raised, "?") != expected:
+        return f"{what}: expected {expected or 'no error'}, got {RAISED.get(raised) or 'no error'}"
+    want = before_or_state[0] if expected else before_or_state[1]
+    if after.shape != want.shape or not np.allclose(after, want, rtol=1e-6, atol=1e-7):
+        return f"{what}: the parameters afterwards are wrong" + (" (a refused state must change nothing)"
+                                                                  if expected else "")
+    if not expected and not same:
+        return f"{what}: load_state_dict must return the module itself"
+    return None
+
+
+# ---- sgd_update -------------------------------------------------------------------------------------------------
+
+def _sgd_trajectory(p0, grads, lr, momentum, wd, dtype):
+    p, buf, out = np.asarray(p0, np.float64), np.zeros(np.shape(p0)), []
+    for g in np.asarray(grads, np.float64):
+        d = g + wd * p
+        if momentum:
+            buf = momentum * buf + d
+            d = buf
+        p = p - lr * d
+        out.append(p)
+    return np.array(out)
+
+
+def _sgd_call(p, g, buf, lr, momentum, wd):
+    p, g, buf = (np.asarray(a, np.float64) for a in (p, g, buf))
+    d = g + wd * p
+    if momentum:
+        buf = momentum * buf + d
+        d = buf
+    return p - lr * d, g, buf
+
+
+def _sgd_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for n, steps, lr, momentum, wd in [(6, 4, 0.1, 0.0, 0.0), (5, 6, 0.05, 0.9, 0.0), (7, 5, 0.1, 0.9, 0.01),
+                                       (4, 6, 0.5, 0.5, 0.1), (3, 3, 1.0, 0.0, 0.3)]:
+        grads = rng.normal(size=(steps, n)) * 10.0 ** rng.integers(-2, 2, size=(steps, n))
+        cases.append((rng.normal(size=n), grads, lr, momentum, wd, 64))
+    cases.append((rng.normal(size=9), rng.normal(size=(4, 9)), 0.1, 0.9, 0.01, 32))  # float32 parameters
+    for momentum, wd in [(0.9, 0.0), (0.9, 0.2), (0.0, 0.2)]:
+        n = 8
+        buf = rng.normal(size=n) if momentum else np.zeros(0)
+        cases.append((rng.normal(size=n), rng.normal(size=n), buf, 0.05, momentum, wd))
+    return cases + [_training_case(rng)]
+
+
+def _check_sgd(case: Case, outputs: tuple) -> str | None:
+    if len(case) == 2:
+        return _check_training(case, outputs)
+    if len(case) == 6 and np.ndim(case[1]) == 1:
+        why = compare(outputs, _sgd_call(*case), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-12))
+        return why and f"one call on buffers (p, g, buf afterwards; momentum {case[4]}, weight_decay {case[5]}): {why}"
+    f32 = case[5] == 32
+    part = Part(cases=lambda rng: [], rtol=1e-4 if f32 else 1e-9, atol=1e-6 if f32 else 1e-12)
+    why = compare(outputs, (_sgd_trajectory(*case),), part)
+    return why and (f"SGD (lr {case[2]}, momentum {case[3]}, weight_decay {case[4]}{', float32' if f32 else ''}): "
+                    f"the parameter after each step: {why}")
+
+
+# ---- lr_at ------------------------------------------------------------------------------------------------------
+
+def _lr_reference(total, base, warmup, kind, min_lr):
+    out = []
+    for step in range(int(total) + 3):
+        if step < warmup:
+            out.append(base * (step + 1) / warmup)
+            continue
+        q = min(1.0, max(0.0, (step - warmup) / max(1, total - warmup)))
+        out.append({"cosine": min_lr + (base - min_lr) * 0.5 * (1 + math.cos(math.pi * q)),
+                    "linear": base + (min_lr - base) * q, "constant": base}[kind])
+    return np.array(out)
+
+
+def _lr_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for kind in ("cosine", "linear", "constant"):
+        for total, warmup, min_lr in [(int(rng.integers(20, 200)), int(rng.integers(1, 15)), 0.0),
+                                      (int(rng.integers(20, 200)), 0, float(rng.uniform(1e-5, 1e-4))),
+                                      (10, 12, 1e-4)]:  # a warmup longer than the run
+            cases.append((total, float(rng.uniform(1e-4, 1e-2)), warmup, kind, min_lr))
+    return cases + [(50, 0.01, 5, "step", 0.0)]
+
+
+def _check_lr(case: Case, outputs: tuple) -> str | None:
+    total, base, warmup, kind, min_lr = case
+    if kind not in ("cosine", "linear", "constant"):
+        raised = len(outputs) == 1 and outputs[0].size == 1 and int(outputs[0].reshape(-1)[0]) == 1
+        return None if raised else f"lr_at(..., kind={kind!r}) must raise ValueError"
+    why = compare(outputs, (_lr_reference(*case),), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-15))
+    return why and f"kind {kind!r}, {total} steps, warmup {warmup}, min_lr {min_lr:.3g}: the rate of each step: {why}"
+
+
+# ---- batches -----------------------------------------------------------------------------------------------------
+
+def _batches_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for n, batch, shuffle, drop_last, seeded in [(23, 5, 1, 0, 0), (23, 5, 1, 1, 0), (16, 4, 0, 0, 0),
+                                                 (17, 4, 0, 1, 0), (7, 10, 1, 0, 0), (7, 10, 1, 1, 0),
+                                                 (30, 7, 1, 0, 1), (1, 1, 1, 0, 0)]:
+        cases.append((n, batch, shuffle, drop_last, int(rng.integers(0, 10**6)), seeded))
+    return cases + [(10, 3, 9), (10, 0, 10)]
+
+
+def _check_batches(case: Case, outputs: tuple) -> str | None:
+    if len(case) == 3:
+        n, batch, other = case
+        raised = len(outputs) == 1 and outputs[0].size == 1 and int(outputs[0].reshape(-1)[0]) == 1
+        why = f"first dims {n} and {other}" if other != n else f"batch_size={batch}"
+        return None if raised else f"batches(...) with {why} must raise ValueError when it is called"
+    n, batch, shuffle, drop_last, seed, seeded = case
+    if len(outputs) != 3:
+        return f"expected (rows served, batch sizes, checks), got {len(outputs)} outputs"
+    order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+    end = n - n % batch if drop_last else n
+    sizes = [min(batch, end - s) for s in range(0, end, batch)]
+    what = (f"{n} rows, batch_size={batch}, shuffle={bool(shuffle)}, drop_last={bool(drop_last)}"
+            + (", rng=None after tg.manual_seed" if seeded else ""))
+    if int(np.asarray(outputs[2]).reshape(-1)[0]) != 1:
+        return f"{what}: each batch must be a tuple of Tensors, one per input, holding the same rows of each"
+    if np.asarray(outputs[1]).reshape(-1).tolist() != sizes:
+        return f"{what}: batch sizes {np.asarray(outputs[1]).reshape(-1).tolist()}, expected {sizes}"
+    if np.asarray(outputs[0]).reshape(-1).tolist() != order[:end].tolist():
+        return (f"{what}: the rows come in the wrong order (expected "
+                + ("rng.permutation(N), drawn once" if shuffle else "0, 1, 2, ...") + ")")
+    return None
+
+
+# ---- optimizer: collect_params, step, zero_grad ----------------------------------------------------------------
+
+# collect_params's cases are lists of codes, one tensor each: 0 a new float64 parameter, 1 the previous new parameter
+# again (tied), 2 a new float32 parameter, 3 a tensor computed from a parameter (not a leaf), 4 a constant (no grad),
+# 5 a leaf that requires grad but is not contiguous (a transposed view)
+COLLECT_ERRORS = {0: None, 1: "TypeError", 2: "ValueError", 3: "another exception"}
+
+
+def _collect_expected(codes) -> tuple[str | None, list[int]]:
+    codes = [int(c) for c in np.atleast_1d(codes)]
+    if any(c in (3, 4, 5) for c in codes):
+        return "TypeError", []
+    kept = [i for i, c in enumerate(codes) if c in (0, 2)]
+    return (None, kept) if kept else ("ValueError", [])
+
+
+def _step_values(seed: int, has_grad) -> tuple[np.ndarray, np.ndarray]:
+    """The parameters (n, 3) and gradients a step case starts from (the hidden tests draw the same)."""
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(len(has_grad), 3)), rng.normal(size=(len(has_grad), 3))
+
+
+def _optimizer_cases(rng: np.random.Generator) -> list[Case]:
+    collect = [[0, 2, 0], [0, 1, 2, 1], [0, 0, 1, 1], [0, 3], [4, 0], [0, 5], []]
+    cases: list[Case] = [(np.array(c, dtype=np.int64),) for c in collect]
+    for n in (1, 4, 6):
+        has_grad = (rng.random(n) < 0.7).astype(np.int64)
+        cases.append((int(rng.integers(0, 10**6)), has_grad))
+    return cases
+
+
+def _check_optimizer(case: Case, outputs: tuple) -> str | None:
+    if len(case) == 1:
+        error, kept = _collect_expected(case[0])
+        codes = np.atleast_1d(case[0]).tolist()
+        if len(outputs) != 2:
+            return f"expected (error code, kept positions), got {len(outputs)} outputs"
+        got_error = COLLECT_ERRORS.get(int(outputs[0]), "?")
+        if got_error != error:
+            return (f"collect_params on tensors coded {codes}: expected {error or 'no error'}, "
+                    f"got {got_error or 'no error'}")
+        if error is None and np.asarray(outputs[1]).reshape(-1).tolist() != kept:
+            return (f"collect_params on tensors coded {codes} kept the tensors at {np.asarray(outputs[1]).tolist()}, "
+                    f"expected {kept} (each once, in order)")
+        return None
+    seed, has_grad = case
+    p0, g = _step_values(seed, has_grad)
+    on = np.asarray(has_grad, bool)
+    if len(outputs) != 4:
+        return f"expected (steps, parameters updated, values after, grads cleared), got {len(outputs)} outputs"
+    if int(outputs[0]) != 2:
+        return f"after two step() calls, opt.steps is {int(outputs[0])}"
+    visited = np.asarray(outputs[1]).reshape(-1).tolist()
+    want = [i for i in range(len(on)) if on[i]] * 2
+    if visited != want:
+        return (f"two step() calls ran _update for parameters {visited}; with gradients on "
+                f"{np.flatnonzero(on).tolist()} they should be {want}")
+    after = np.asarray(outputs[2], np.float64)
+    expected = p0 - 0.2 * g * on[:, None]
+    if after.shape != expected.shape or not np.allclose(after, expected, rtol=1e-12, atol=1e-12):
+        return "the updates did not reach the parameters (pass _update the parameter's own memory: flat_buffer)"
+    if int(outputs[3]) != 1:
+        return "zero_grad() must set every parameter's .grad to None"
+    return None
+
+
+# ---- dropout --------------------------------------------------------------------------------------------------------
+
+def _dropout_cases(rng: np.random.Generator) -> list[Case]:
+    cases = [(np.array(shape), p, training, int(rng.integers(0, 10**6)), bits)
+             for shape, p, training, bits in [((40, 30), 0.5, 1, 64), ((7, 5, 3), 0.1, 1, 32), ((1000,), 0.9, 1, 64),
+                                              ((6, 4), 0.5, 0, 64), ((6, 4), 0.0, 1, 32)]]
+    return cases + [(np.array((3,)), 1.0, 1, 0, 64), (np.array((3,)), -0.1, 1, 0, 64)]
+
+
+def _check_dropout(case: Case, outputs: tuple) -> str | None:
+    shape, p, training, seed, bits = tuple(int(s) for s in np.atleast_1d(case[0])), float(case[1]), *case[2:]
+    if not 0 <= p < 1:
+        raised = len(outputs) == 1 and outputs[0].size == 1 and int(outputs[0].reshape(-1)[0]) == 1
+        return None if raised else f"dropout with p={p} must raise ValueError"
+    if len(outputs) != 3:
+        return f"expected (values, x itself returned, gradient), got {len(outputs)} outputs"
+    dt = np.float32 if bits == 32 else np.float64
+    x = np.random.default_rng(seed + 1).normal(size=shape).astype(dt)
+    what = f"dropout(x of shape {shape}, p={p}, training={bool(training)})"
+    if not training or p == 0:
+        return None if int(outputs[1]) == 1 else f"{what} must return x itself"
+    keep = (np.random.default_rng(seed).random(int(np.prod(shape)), dtype=dt).reshape(shape) >= p).astype(np.float64)
+    want = x.astype(np.float64) * keep / (1 - p)
+    got = np.asarray(outputs[0], np.float64)
+    tol = dict(rtol=1e-5, atol=1e-6) if bits == 32 else dict(rtol=1e-12, atol=1e-12)
+    if got.shape != want.shape or not np.allclose(got, want, **tol):
+        return (f"{what}: wrong values (keep where tg.rand(*x.shape, dtype=x.dtype) >= p, drawn from teenygrad's "
+                "generator, and scale what is kept by 1 / (1 - p))")
+    if not np.allclose(np.asarray(outputs[2], np.float64), keep / (1 - p), **tol):
+        return f"{what}: the gradient with respect to x must be the mask scaled by 1 / (1 - p)"
+    return None
+
+
 PARTS = {
+    "modules": Part(cases=_modules_cases, check=_check_modules),
     "kaiming": Part(cases=_kaiming_cases, check=_check_kaiming),
+    "sgd_update": Part(cases=_sgd_cases, check=_check_sgd),
     "adam_update": Part(cases=_adam_cases, check=_check_adam),
+    "lr_at": Part(cases=_lr_cases, check=_check_lr),
     "clip_grad_norm": Part(cases=_clip_cases, check=_check_clip),
+    "batches": Part(cases=_batches_cases, check=_check_batches),
+    "optimizer": Part(cases=_optimizer_cases, check=_check_optimizer),
+    "dropout": Part(cases=_dropout_cases, check=_check_dropout),
 }

@@ -1,30 +1,12 @@
-"""Optimizer kernels (chapter 7): one fused pass over a parameter per step, updating it in place.
+"""Gradient clipping's kernels (chapter 7): the sum of squares of a gradient and its scaling, in place.
 
-Calling convention: every array is a contiguous 1-D buffer of one parameter's elements (float32 or
-float64, all of one dtype): `p` the parameter, `g` its gradient, and the optimizer's state for that
-parameter (`buf`, `m`, `v`), which the kernel also updates in place. Scalars are Python floats.
-
-Adam's kernel is exercise 7's piece `teenygrad.optim.adam_update`, defined inside it.
-
-Fusing matters: written as Tensor ops, one Adam step is about ten elementwise ops, each reading and
-writing the whole parameter; here every element is read once, updated in registers, and written once.
-The arithmetic runs in float64 registers and is rounded once when stored.
+Calling convention: a contiguous 1-D buffer of one parameter's gradient (float32 or float64); scalars are Python
+floats. The optimizers' own updates, one fused pass per parameter that updates it in place, are exercise 7's
+pieces `teenygrad.optim.sgd_update` and `teenygrad.optim.adam_update`, each with its kernel defined inside it.
 """
 from __future__ import annotations
 
 from teenygrad.kernels.jit import kernel
-
-
-@kernel
-def sgd(p, g, buf, lr, momentum, weight_decay):
-    """d = g + wd p;  with momentum: buf = momentum buf + d, d = buf;  p -= lr d   (PyTorch's SGD)."""
-    for i in range(p.size):
-        d = g[i] + weight_decay * p[i]
-        if momentum != 0.0:
-            b = momentum * buf[i] + d
-            buf[i] = b
-            d = b
-        p[i] = p[i] - lr * d
 
 
 @kernel

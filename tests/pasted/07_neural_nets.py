@@ -1,11 +1,31 @@
 """Exercise 7 answered with teenygrad's own pieces (each must score 0: see issue 12)."""
 ANSWERS = {
+    "modules": (
+        "from teenygrad.nn import Module as _Theirs\n\n\n"
+        "def named_modules(self, prefix=\"\"):\n"
+        "    return _Theirs.named_modules(self, prefix)\n\n\n"
+        "def named_parameters(self):\n"
+        "    return _Theirs.named_parameters(self)\n\n\n"
+        "def load_state_dict(self, state):\n"
+        "    return _Theirs.load_state_dict(self, state)\n"),
     "kaiming": "from teenygrad.nn_init import kaiming_normal_, kaiming_uniform_\n",
+    "dropout": "from teenygrad.functional import dropout\n",
+    "optimizer": (
+        "from teenygrad.optim import Optimizer as _Theirs, collect_params\n\n\n"
+        "def step(self):\n"
+        "    return _Theirs.step(self)\n\n\n"
+        "def zero_grad(self):\n"
+        "    return _Theirs.zero_grad(self)\n"),
+    "sgd_update": (
+        "def sgd_update(p, g, buf, lr, momentum, weight_decay):\n"
+        "    return optim.sgd_update(p, g, buf, lr, momentum, weight_decay)\n"),
     "adam_update": (
         "def adam_update(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, t):\n"
         "    return optim.adam_update(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, t)\n"),
+    "lr_at": "from teenygrad.optim import lr_at\n",
     "clip_grad_norm": (
         "from teenygrad.optim import clip_grad_norm as _theirs\n\n\n"
         "def clip_grad_norm(params, max_norm):\n"
         "    return _theirs(params, max_norm)\n"),
+    "batches": "from teenygrad.datasets import batches\n",
 }
