@@ -123,19 +123,32 @@ def _marks(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef, str, str, str, bool
     yield from walk(tree, "")
 
 
+# path -> ((mtime, size), its pieces): parsing the package's source takes a fifth of a second, and every
+# `install` (each test cell of an exercise) asks for the pieces; a file is parsed again only when it changed
+_PARSED: dict[Path, tuple[tuple[int, int], list[Piece]]] = {}
+
+
 def pieces(package: Path = PACKAGE) -> list[Piece]:
     """Every marked function of the package, in assignment, part and source order."""
     found = []
     for path in sorted(package.rglob("*.py")):
         if path.name == "edition.py" or "__pycache__" in path.parts:
             continue
-        source = path.read_text()
-        if "@exercise(" not in source:
-            continue
-        module = ".".join(("teenygrad", *path.relative_to(package).with_suffix("").parts))
-        for node, qualname, assignment, part, kernel in _marks(ast.parse(source)):
-            found.append(Piece(assignment, part, module, qualname, path, node.lineno, kernel))
+        stat = path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if path not in _PARSED or _PARSED[path][0] != stamp:
+            _PARSED[path] = (stamp, list(_pieces_of(path, package)))
+        found += _PARSED[path][1]
     return sorted(found, key=lambda p: (p.assignment, p.part, p.module, p.line))
+
+
+def _pieces_of(path: Path, package: Path) -> Iterator[Piece]:
+    source = path.read_text()
+    if "@exercise(" not in source:
+        return
+    module = ".".join(("teenygrad", *path.relative_to(package).with_suffix("").parts))
+    for node, qualname, assignment, part, kernel in _marks(ast.parse(source)):
+        yield Piece(assignment, part, module, qualname, path, node.lineno, kernel)
 
 
 def parts(assignment: str) -> dict[str, list[Piece]]:

@@ -1,8 +1,10 @@
-"""Each assignment's solution, its released exercise and two half-solved notebooks, graded as one class
-(`collect`, then `grade`, as an instructor would): the solution scores full marks; the exercise scores zero
-cleanly; in a half-solved notebook each solved part earns its points alone, and an answer pasted from the package
-earns nothing. One class per assignment, so the grader starts once for its four notebooks (a learner's `check`
-of a solution, with its feedback page, is tested in tests/test_autograder.py). (A file of its own, so that the suite's two workers can share the
+"""Each assignment's released exercise and two half-solved notebooks, graded as one class (`collect`, then
+`grade`, as an instructor would): the exercise scores zero cleanly; in a half-solved notebook each solved part
+earns its points alone, and an answer pasted from the package earns nothing. The two halves solve every part
+between them, each with the solutions notebook's code, so together they are the solution graded part by part:
+it scores full marks (grading the solutions notebook itself as well ran every part a second time, for nothing
+the halves do not show). One class per assignment, so the grader starts once for its three notebooks (a
+learner's `check` of a whole solutions notebook, with its feedback page, is tested in tests/test_autograder.py). (A file of its own, so that the suite's two workers can share the
 gradings with tests/test_autograder.py: `--dist loadfile` keeps each file on one worker.)"""
 from __future__ import annotations
 
@@ -51,15 +53,14 @@ def half_solved(assignment: str, parity: int) -> tuple[nbformat.NotebookNode, se
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
-    """graded_class(assignment) -> {learner: result.json}: "solution", "released", "half-0" and "half-1", graded
-    together on first use."""
+    """graded_class(assignment) -> {learner: result.json}: "released", "half-0" and "half-1", graded together on
+    first use."""
     classes: dict[str, dict[str, dict]] = {}
 
     def grade(assignment: str) -> dict[str, dict]:
         if assignment not in classes:
             root, src = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("submissions")
-            notebooks = {"solution": nbformat.read(course.SOLUTIONS / f"{assignment}.ipynb", as_version=4),
-                         "released": nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4),
+            notebooks = {"released": nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4),
                          **{f"half-{p}": half_solved(assignment, p)[0] for p in (0, 1)}}
             for learner, nb in notebooks.items():
                 (src / learner).mkdir()
@@ -74,10 +75,15 @@ def graded_class(tmp_path_factory):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_solution_scores_full_marks(assignment, graded_class):
-    result = graded_class(assignment)["solution"]
-    assert result["max_score"] > 0 and result["error"] == ""
-    assert result["score"] == result["max_score"], json.dumps(result, indent=1)
-    assert all(p["message"] == "" for p in result["parts"])
+    """Every part of the solution, graded in the half that solves it, earns all its points without a message."""
+    parts = {}
+    for parity in (0, 1):
+        _, chosen = half_solved(assignment, parity)
+        result = graded_class(assignment)[f"half-{parity}"]
+        assert result["max_score"] > 0 and result["error"] == ""
+        parts.update({p["name"]: p for p in result["parts"] if p["name"] in chosen})
+    assert parts.keys() == {p["name"] for p in graded_class(assignment)["released"]["parts"]}
+    assert all(p["score"] == p["max_score"] and p["message"] == "" for p in parts.values()), json.dumps(parts, indent=1)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
