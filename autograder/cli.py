@@ -165,28 +165,35 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     from autograder import fork_server
 
-    fork_server.start()  # as in cmd_check
+    fork_server.start()  # as in cmd_check; one server grades every assignment named
     from autograder import batch
     from autograder.sandbox import Limits
 
-    assignment = _known(args.assignment)
+    assignments = list(dict.fromkeys(_known(a) for a in args.assignment))
     root = Path(args.course)
-    if not batch.submissions(root, assignment):
-        raise BadNotebookError(f"no submissions of {assignment} in {root / 'submitted'}: run `collect` first")
+    for assignment in assignments:  # all checked before any grading starts
+        if not batch.submissions(root, assignment):
+            raise BadNotebookError(f"no submissions of {assignment} in {root / 'submitted'}: run `collect` first")
     limits = Limits()
     if args.timeout:
         limits.wall_seconds = args.timeout
     if args.cell_timeout:
         limits.cell_seconds = args.cell_timeout
     limits.cell_seconds = min(limits.cell_seconds, limits.wall_seconds)
-    results, skipped = batch.grade_all(root, assignment, args.db, jobs=args.jobs, force=args.force, limits=limits)
-    width = max([len(r.student) for r in results] + [7])
-    if results:
-        print(f"{'learner':<{width}}  score    problem")
-        for r in results:
-            first = r.error or next((f"{p.name}: {p.message}" for p in r.parts if p.message), "")
-            print(f"{r.student:<{width}}  {r.score:>3g}/{r.max_score:<3g}  {first[:100]}")
-    print(f"graded {len(results)}, skipped {len(skipped)} already graded (--force regrades them)")
+    graded = skipped = 0
+    for assignment in assignments:
+        results, passed_over = batch.grade_all(root, assignment, args.db, jobs=args.jobs, force=args.force,
+                                               limits=limits)
+        graded, skipped = graded + len(results), skipped + len(passed_over)
+        width = max([len(r.student) for r in results] + [7])
+        if results:
+            if len(assignments) > 1:
+                print(assignment)
+            print(f"{'learner':<{width}}  score    problem")
+            for r in results:
+                first = r.error or next((f"{p.name}: {p.message}" for p in r.parts if p.message), "")
+                print(f"{r.student:<{width}}  {r.score:>3g}/{r.max_score:<3g}  {first[:100]}")
+    print(f"graded {graded}, skipped {skipped} already graded (--force regrades them)")
     return 0
 
 
@@ -277,9 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     course_options(p)
     p.set_defaults(func=cmd_collect)
 
-    p = sub.add_parser("grade", help="grade every collected submission of an assignment",
-                       description="Grade all submissions in parallel; already graded ones are skipped.")
-    p.add_argument("assignment")
+    p = sub.add_parser("grade", help="grade every collected submission of one or more assignments",
+                       description="Grade all submissions in parallel; already graded ones are skipped. Several "
+                                   "assignments are graded one after the other by one grader (it starts once).")
+    p.add_argument("assignment", nargs="+", help="e.g. 01-regression (or several: 01-regression 02-tensors)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="submissions graded at once (default 1)")
     p.add_argument("--force", action="store_true", help="regrade submissions graded before")
     p.add_argument("--timeout", type=int, help="seconds one notebook may run in all (default 900)")

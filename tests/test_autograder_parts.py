@@ -1,10 +1,11 @@
-"""Each assignment's released exercise and two half-solved notebooks, graded as one class (`collect`, then
+"""Each assignment's released exercise and two half-solved notebooks, graded as a class (`collect`, then
 `grade`, as an instructor would): the exercise scores zero cleanly; in a half-solved notebook each solved part
 earns its points alone, and an answer pasted from the package earns nothing. The two halves solve every part
 between them, each with the solutions notebook's code, so together they are the solution graded part by part:
 it scores full marks (grading the solutions notebook itself as well ran every part a second time, for nothing
-the halves do not show). One class per assignment, so the grader starts once for its three notebooks (a
-learner's `check` of a whole solutions notebook, with its feedback page, is tested in tests/test_autograder.py). (A file of its own, so that the suite's two workers can share the
+the halves do not show). Every assignment's notebooks go into one course, graded by one `grade` of all the
+assignments, so the grader starts once. A learner's `check` of a whole solutions notebook, with its feedback
+page, is tested in tests/test_autograder.py. (A file of its own, so that the suite's two workers can share the
 gradings with tests/test_autograder.py: `--dist loadfile` keeps each file on one worker.)"""
 from __future__ import annotations
 
@@ -53,24 +54,20 @@ def half_solved(assignment: str, parity: int) -> tuple[nbformat.NotebookNode, se
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
-    """graded_class(assignment) -> {learner: result.json}: "released", "half-0" and "half-1", graded together on
-    first use."""
-    classes: dict[str, dict[str, dict]] = {}
-
-    def grade(assignment: str) -> dict[str, dict]:
-        if assignment not in classes:
-            root, src = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("submissions")
-            notebooks = {"released": nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4),
-                         **{f"half-{p}": half_solved(assignment, p)[0] for p in (0, 1)}}
-            for learner, nb in notebooks.items():
-                (src / learner).mkdir()
-                nbformat.write(nb, src / learner / f"{assignment}.ipynb")
-            autograder("collect", str(src), "-a", assignment, "--course", str(root), check=True)
-            autograder("grade", assignment, "--course", str(root), check=True)
-            classes[assignment] = {learner: json.loads((root / "autograded" / learner / assignment / "result.json")
-                                                       .read_text()) for learner in notebooks}
-        return classes[assignment]
-    return grade
+    """graded_class(assignment) -> {learner: result.json}: "released", "half-0" and "half-1" of every assignment,
+    collected into one course and graded by one `grade` of all the assignments, on first use."""
+    root, src = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("submissions")
+    learners = ("released", "half-0", "half-1")
+    for assignment in ASSIGNMENTS:
+        notebooks = {"released": nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4),
+                     **{f"half-{p}": half_solved(assignment, p)[0] for p in (0, 1)}}
+        for learner, nb in notebooks.items():
+            (src / assignment / learner).mkdir(parents=True)
+            nbformat.write(nb, src / assignment / learner / f"{assignment}.ipynb")
+        autograder("collect", str(src / assignment), "-a", assignment, "--course", str(root), check=True)
+    autograder("grade", *ASSIGNMENTS, "--course", str(root), check=True)
+    return lambda assignment: {learner: json.loads((root / "autograded" / learner / assignment / "result.json")
+                                                   .read_text()) for learner in learners}
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
