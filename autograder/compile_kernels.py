@@ -12,10 +12,13 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+import numpy as np
+
 import teenygrad as tg
 from teenygrad import functional as F
 from teenygrad import nn, optim
 from teenygrad.gpt import GPT, GPTConfig
+from teenygrad.kernels.matmul import matmul_tiled
 
 UNARY = ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs")
 BINARY = ("__add__", "__sub__", "__mul__", "__truediv__", "__pow__", "maximum", "__eq__", "__ne__", "__lt__",
@@ -43,8 +46,10 @@ def elementwise_and_reductions(dt: object) -> None:
                 attempt(lambda: getattr(x, reduction)(axis=axis))
                 attempt(lambda: getattr(x, reduction)(axis=axis, keepdim=True))
         for axis in (0, -1):
-            attempt(lambda: x.softmax(axis))
-            attempt(lambda: x.log_softmax(axis))
+            for path in ("serial", "parallel"):  # a language model's rows are many: the parallel path
+                with tg.kernels.force_path(path):
+                    attempt(lambda: x.softmax(axis))
+                    attempt(lambda: x.log_softmax(axis))
         attempt(lambda: x.contiguous())
         attempt(lambda: x.reshape(-1))
 
@@ -54,6 +59,8 @@ def products_and_movement(dt: object) -> None:
         attempt(lambda: tg.randn(m, k, dtype=dt) @ tg.randn(k, n, dtype=dt))
         attempt(lambda: tg.randn(2, m, k, dtype=dt) @ tg.randn(2, k, n, dtype=dt))
         attempt(lambda: tg.randn(m, k, dtype=dt) @ tg.randn(k, dtype=dt))
+    x, y = tg.randn(20, 30, dtype=dt).numpy(), tg.randn(30, 10, dtype=dt).numpy()
+    matmul_tiled(x, y, np.empty((20, 10), x.dtype))  # chapter 3's kernel, which exercise 3 times yours against
     a = tg.randn(3, 4, dtype=dt)
     attempt(lambda: a.index_select(0, tg.tensor([0, 2, 1, 2])))
     attempt(lambda: a.gather(1, tg.tensor([[0], [1], [3]])))
@@ -93,6 +100,7 @@ def transformer(dt: object) -> None:
             x, w = tg.randn(2, 3, 12, dtype=dt).requires_grad_(), tg.randn(12, dtype=dt).requires_grad_()
             (F.layer_norm(x, w, w).sum() + F.rms_norm(x, w).sum() + F.causal_self_attention(x, 2).sum()
              + F.linear(x, tg.randn(5, 12, dtype=dt), w[:5]).sum() + F.gelu(x).sum()).backward()
+            (F.gelu(x) * x).sum().backward()  # a contiguous gradient: gelu's vectorised backward
     q = tg.randn(2, 2, 3, 4, dtype=dt).requires_grad_()
     (F.causal_attention(q, q, q).transpose(1, 2).reshape(2, 3, 8).gelu().sum()
      + F.causal_attention(q[:, :, 2:], q, q).sum()).backward()
@@ -110,7 +118,9 @@ def transformer(dt: object) -> None:
 
 def integers() -> None:
     for x in (tg.arange(12).reshape(3, 4), tg.arange(12).reshape(3, 4).T):
-        for fn in (lambda: x + x, lambda: x * 2, lambda: x.sum(axis=0), lambda: x.max(axis=1), x.contiguous):
+        for fn in (lambda: x + x, lambda: x * 2, lambda: x.sum(axis=0), lambda: x.max(axis=1), x.contiguous,
+                   lambda: x == x, lambda: x < 5, lambda: x.to(tg.float32), lambda: x.to(tg.float64),
+                   lambda: x.index_select(0, tg.tensor([0, 2, 2]))):
             attempt(fn)
 
 
