@@ -19,7 +19,7 @@ help:
 	@echo "make exercises   regenerate exercises/ from solutions/ (nbgrader)"
 	@echo "make mine        which pieces of teenygrad are yours (recorded in mine/ by make check), which the book's"
 	@echo "make learner     write the learner's edition of teenygrad (the exercises' pieces are stubs) to build/learner"
-	@echo "make capstone    train the GPT on your pieces, graded by the loss reached (~10 min; QUICK=1: under a minute)"
+	@echo "make capstone    train the GPT on your pieces, graded by the losses reached (~12 min; QUICK=1: ~1.5 min)"
 
 venv: $(STAMP)
 

@@ -12,14 +12,23 @@
 3. **The loss is the grader's.** The held-out losses are computed here, by a numpy forward pass in float64
    (autograder/judges/capstone.py) on the chapter's held-out data: nothing the learner's process says about
    its loss counts.
-4. **Points** (10): 4 if the names GPT's held-out loss is within its band, 4 if the Shakespeare GPT's
-   validation loss is within its band, and 2 x the share of teenygrad's pieces that are the learner's.
-   Full marks need every piece to be yours and both losses in the book's band.
+4. **The compiled step.** Chapter 10's check: two copies of one model trained side by side from the same weights,
+   on the same batches, one by the eager step and one through `tg.compile` (on the learner's passes, fusion rules
+   and code generation when mine/ has them). The grader computes both copies' held-out losses; they must agree
+   to within `TWIN_TOLERANCE`, what float32 rounding leaves after those steps.
+5. **Points** (10): 3 if the names GPT's held-out loss is within its band, 3 if the Shakespeare GPT's
+   validation loss is within its band, 2 if the compiled twin's loss equals the eager twin's, and 2 x the share
+   of teenygrad's pieces that are the learner's, weighed by their code lines (`teenygrad.edition.code_lines`):
+   writing the backward walk counts for more than a one-line rule. Full marks need every piece to be yours,
+   both losses in the book's band and the compiled step right. The report also shows text the two GPTs
+   sample (through the learner's `draw` when mine/ has it): not graded, but worth a look.
 
 Two forms. The full form is chapter 9's runs (1000 names steps, 2000 Shakespeare steps: about 10 minutes on
-2 cores); its bands are the chapter's figures +- 0.05. `--quick` trains Shakespeare for 30 steps (warmup 10) and checks
-it on 10 of the 50 validation batches (about 30 seconds, for the test suite); its bands were measured the
-same way with the book's pieces.
+2 cores) and the first 100 steps of the Shakespeare run twice, eager and compiled (a minute or two more, most of it
+numba compiling the step's kernels); its bands are the chapter's figures +- 0.05.
+`--quick` trains Shakespeare for 30 steps (warmup 10), checks it on 10 of the 50 validation batches, and compiles
+the 30 steps of a one-layer, 32-wide model of the same recipe (about a minute and a half, for the test suite); its
+bands were measured the same way with the book's pieces.
 """
 from __future__ import annotations
 
@@ -41,7 +50,8 @@ from autograder.results import Result
 from autograder.sandbox import Limits
 from teenygrad import edition
 
-POINTS = {"names": 4.0, "shakespeare": 4.0, "pieces": 2.0}
+POINTS = {"names": 3.0, "shakespeare": 3.0, "compiled": 2.0, "pieces": 2.0}
+TWIN_TOLERANCE = 1e-3  # |compiled twin's held-out loss - eager twin's|: float32 rounding leaves ~1e-5 after 100 steps
 
 
 @dataclass(frozen=True)
@@ -54,15 +64,19 @@ class Form:
     shakespeare_loss: float
     tolerance: float         # ...and a loss within this of it is in the band
     wall_seconds: int
+    twin_steps: int          # the compiled-step check: this many steps of the Shakespeare recipe...
+    twin_model: str          # ...on this model (judges/capstone.py twin_cfg)
 
 
 FORMS = {
     # chapter 9's figures (tests/test_ch09_gpt.py FULL_NAMES_LOSS, FULL_VAL_LOSS; the book build measures them)
     "full": Form(names_steps=1000, shakespeare_steps=2000, warmup=100, val_batches=50,
-                 names_loss=2.436, shakespeare_loss=1.745, tolerance=0.05, wall_seconds=3600),
+                 names_loss=2.436, shakespeare_loss=1.745, tolerance=0.05, wall_seconds=3600, twin_steps=100,
+                 twin_model="shakespeare"),
     # measured with the book's pieces by this command (tests/test_capstone.py checks it still holds)
     "quick": Form(names_steps=1000, shakespeare_steps=30, warmup=10, val_batches=10,
-                  names_loss=2.436, shakespeare_loss=2.857, tolerance=0.05, wall_seconds=900),
+                  names_loss=2.436, shakespeare_loss=2.857, tolerance=0.05, wall_seconds=900, twin_steps=30,
+                  twin_model="small"),
 }
 
 
@@ -72,6 +86,7 @@ class Row:
     part: str
     piece: str   # module.qualname
     whose: str   # "yours" or "the book's"
+    lines: int = 0  # code lines of its body: its weight in the pieces' points
     calls: int = 0
     note: str = ""
 
@@ -82,6 +97,8 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     names_loss: float | None = None
     shakespeare_loss: float | None = None
+    twin_losses: dict[str, float] = field(default_factory=dict)  # held-out loss of the eager and compiled twins
+    samples: dict[str, object] = field(default_factory=dict)     # what the run says its GPTs wrote (not graded)
     points: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -173,7 +190,8 @@ def train_in_sandbox(folder: Path, form: Form, log=print) -> tuple[dict, dict[st
             shutil.copyfile(path, work / "mine" / path.name)
         sandbox.give_to(work / "mine", box.spec["uid"])
         config = {"mine": str(work / "mine"), "out": str(work / "out"), "names_steps": form.names_steps,
-                  "shakespeare_steps": form.shakespeare_steps, "warmup": form.warmup}
+                  "shakespeare_steps": form.shakespeare_steps, "warmup": form.warmup, "twin_steps": form.twin_steps,
+                  "twin_model": form.twin_model}
         log_file = work / ".capstone.log"
         with open(log_file, "wb") as err:
             proc = sandbox.start_program(box, "capstone_training", config,
@@ -201,7 +219,7 @@ def train_in_sandbox(folder: Path, form: Form, log=print) -> tuple[dict, dict[st
                 reported = {}
         except (OSError, ValueError):
             reported = {}
-        trained = {name: params for name in ("names", "shakespeare")
+        trained = {name: params for name in ("names", "shakespeare", "twin_eager", "twin_compiled")
                    if (params := _load_npz(work / "out" / f"{name}.npz")) is not None}
     return reported, trained, why, status
 
@@ -223,7 +241,7 @@ def grade(folder: Path, form_name: str = "full", log=print) -> Report:
     calls = reported.get("calls") if isinstance(reported.get("calls"), dict) else {}
     for p in edition.pieces():
         key = (p.assignment, p.part)
-        row = Row(p.assignment, p.part, f"{p.module}.{p.qualname}", "the book's")
+        row = Row(p.assignment, p.part, f"{p.module}.{p.qualname}", "the book's", p.lines)
         if key in recorded and not recorded[key] and key in installed:
             row.whose, row.calls = "yours", int(calls.get(f"{p.assignment}/{p.part}", 0) or 0)
         elif key in recorded:
@@ -251,9 +269,48 @@ def grade(folder: Path, form_name: str = "full", log=print) -> Report:
         loss, target = getattr(report, f"{name}_loss"), getattr(form, f"{name}_loss")
         ok = loss is not None and abs(loss - target) <= form.tolerance
         report.points[name] = POINTS[name] if ok else 0.0
-    yours = sum(r.whose == "yours" for r in report.rows)
-    report.points["pieces"] = round(POINTS["pieces"] * yours / len(report.rows), 2) if report.rows else 0.0
+    grade_twins(report, trained, form, shakespeare, why)
+    report.samples = readable_samples(reported.get("samples"))
+    total = sum(r.lines for r in report.rows)
+    yours = sum(r.lines for r in report.rows if r.whose == "yours")
+    report.points["pieces"] = round(POINTS["pieces"] * yours / total, 2) if total else 0.0
     return report
+
+
+def grade_twins(report: Report, trained: dict, form: Form, shakespeare, why: str) -> None:
+    """The compiled-step point: both twins' parameters came back, and their held-out losses (the grader's numpy
+    forward pass) agree to within TWIN_TOLERANCE."""
+    cfg = judge.twin_cfg(len(shakespeare.chars), form.twin_model)
+    batches = judge.val_batches(shakespeare.val, form.val_batches)
+    for name in ("eager", "compiled"):
+        params = trained.get(f"twin_{name}")
+        problem = "its parameters did not come back" if params is None else judge.check_parameters(params, cfg)
+        if problem:
+            if params is not None or not why:
+                report.problems.append(f"the {name} twin (compiled-step check): {problem}")
+            continue
+        report.twin_losses[name] = judge.shakespeare_loss(params, batches, cfg)
+    losses = report.twin_losses
+    agree = len(losses) == 2 and abs(losses["compiled"] - losses["eager"]) <= TWIN_TOLERANCE
+    if len(losses) == 2 and not agree:
+        report.problems.append(f"the compiled step trained its twin to a held-out loss of {losses['compiled']:.5f}, "
+                               f"the eager step to {losses['eager']:.5f}: more apart than rounding "
+                               f"({TWIN_TOLERANCE:g}); compare their losses step by step (chapter 10's twins)")
+    report.points["compiled"] = POINTS["compiled"] if agree else 0.0
+
+
+def readable_samples(samples: object) -> dict[str, object]:
+    """The samples the run reported, kept only as short printable text: it comes from the learner's process."""
+    def clean(text: object) -> str:
+        return "".join(c if c.isprintable() or c == "\n" else "?" for c in str(text)[:400])
+    if not isinstance(samples, dict):
+        return {}
+    out: dict[str, object] = {}
+    if isinstance(samples.get("names"), list):
+        out["names"] = [clean(name)[:40] for name in samples["names"][:8]]
+    if "shakespeare" in samples:
+        out["shakespeare"] = clean(samples["shakespeare"])
+    return out
 
 
 def print_report(report: Report) -> None:
@@ -261,14 +318,16 @@ def print_report(report: Report) -> None:
     print(f"Capstone ({report.form} form): chapter 9's GPTs trained on your teenygrad")
     if report.rows:
         width = [max(len(getattr(r, a)) for r in report.rows) for a in ("assignment", "part", "piece")]
-        print(f"  {'exercise':<{width[0]}}  {'part':<{width[1]}}  {'piece':<{width[2]}}  whose       calls")
+        print(f"  {'exercise':<{width[0]}}  {'part':<{width[1]}}  {'piece':<{width[2]}}  whose       lines  calls")
         for r in report.rows:
             calls = str(r.calls) if r.whose == "yours" else ""
             note = f"  ({r.note})" if r.note else ""
             print(f"  {r.assignment:<{width[0]}}  {r.part:<{width[1]}}  {r.piece:<{width[2]}}  {r.whose:<10}  "
-                  f"{calls:>5}{note}")
+                  f"{r.lines:>5}  {calls:>5}{note}")
     yours = sum(r.whose == "yours" for r in report.rows)
-    print(f"  {yours} of {len(report.rows)} pieces are yours; the rest are the book's.")
+    lines, total = sum(r.lines for r in report.rows if r.whose == "yours"), sum(r.lines for r in report.rows)
+    print(f"  {yours} of {len(report.rows)} pieces are yours ({lines} of their {total} code lines); the rest are the "
+          "book's.")
     print()
     band = lambda target: f"{target - form.tolerance:.3f} .. {target + form.tolerance:.3f}"  # noqa: E731
     loss = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
@@ -277,10 +336,18 @@ def print_report(report: Report) -> None:
           f"{band(form.names_loss):<16}  {report.points['names']:g} / {POINTS['names']:g}")
     print(f"  {f'Shakespeare GPT, {form.shakespeare_steps} steps':<38} {loss(report.shakespeare_loss):>13}  "
           f"{band(form.shakespeare_loss):<16}  {report.points['shakespeare']:g} / {POINTS['shakespeare']:g}")
-    print(f"  {'your pieces':<38} {f'{yours} of {len(report.rows)}':>13}  {'':<16}  "
+    twins = report.twin_losses
+    agree = f"{twins['compiled']:.4f} vs {twins['eager']:.4f}" if len(twins) == 2 else "-"
+    print(f"  {f'compiled twin, {form.twin_steps} steps':<38} {agree:>13}  {f'within {TWIN_TOLERANCE:g}':<16}  "
+          f"{report.points['compiled']:g} / {POINTS['compiled']:g}")
+    print(f"  {'your pieces (by code lines)':<38} {f'{lines} of {total}':>13}  {'':<16}  "
           f"{report.points['pieces']:g} / {POINTS['pieces']:g}")
     print(f"  {'total':<38} {'':>13}  {'':<16}  {report.score:g} / {sum(POINTS.values()):g}")
     for problem in report.problems:
         print(f"  problem: {problem}")
+    if report.samples.get("names"):
+        print("  names your GPT made up: " + ", ".join(report.samples["names"]))
+    if report.samples.get("shakespeare"):
+        print("  your Shakespeare GPT writes:\n    " + str(report.samples["shakespeare"]).replace("\n", "\n    "))
     if report.seconds:
         print("  training time: " + ", ".join(f"{k} {v:.0f} s" for k, v in report.seconds.items()))

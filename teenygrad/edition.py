@@ -25,12 +25,16 @@ Three things follow from that one mark.
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import functools
 import inspect
+import io
 import os
 import shutil
 import sys
+import textwrap
+import tokenize
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +105,7 @@ class Piece:
     path: Path
     line: int      # the `def` line
     kernel: bool = False  # a numba kernel behind the part's Python-level piece: stubbed, never installed
+    lines: int = 0  # code lines of its body (`code_lines`): how much of the package the learner writes here
 
     @property
     def name(self) -> str:
@@ -147,8 +152,31 @@ def _pieces_of(path: Path, package: Path) -> Iterator[Piece]:
     if "@exercise(" not in source:
         return
     module = ".".join(("teenygrad", *path.relative_to(package).with_suffix("").parts))
+    text = source.splitlines()
     for node, qualname, assignment, part, kernel in _marks(ast.parse(source)):
-        yield Piece(assignment, part, module, qualname, path, node.lineno, kernel)
+        body = "\n".join(text[node.body[0].lineno - 1:node.end_lineno])
+        yield Piece(assignment, part, module, qualname, path, node.lineno, kernel, code_lines(textwrap.dedent(body)))
+
+
+NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
+            tokenize.ENDMARKER}
+
+
+def code_lines(source: str) -> int:
+    """The lines of `source` that hold part of a token other than a comment, a line break, an indent or a dedent,
+    and a bare string statement (a docstring, or any string standing alone as a statement). A multi-line token
+    (a string assigned to a name) counts every line it spans; a line continued with a backslash counts. The
+    measure of the package's size budget (tests/test_budget.py) and of a piece's weight in the capstone."""
+    prose = sorted(((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in ast.walk(ast.parse(source))
+                   if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str))
+    starts = [start for start, _ in prose]
+    lines: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        k = bisect.bisect_right(starts, tok.start) - 1  # the last bare string starting at or before this token
+        if tok.type in NOT_CODE or (k >= 0 and tok.end <= prose[k][1]):
+            continue
+        lines.update(range(tok.start[0], tok.end[0] + 1))
+    return len(lines)
 
 
 def parts(assignment: str) -> dict[str, list[Piece]]:

@@ -91,30 +91,53 @@ def test_the_solutions_as_mine_reach_the_band_and_every_piece_is_theirs(tmp_path
     # the quick form's figures are what the book's pieces reach; the reference solutions reach them too
     assert report["names_loss"] == pytest.approx(QUICK.names_loss, abs=0.002)
     assert report["shakespeare_loss"] == pytest.approx(QUICK.shakespeare_loss, abs=0.002)
-    assert report["points"] == {"names": 4.0, "shakespeare": 4.0, "pieces": 2.0}
+    assert report["points"] == {"names": 3.0, "shakespeare": 3.0, "compiled": 2.0, "pieces": 2.0}
     assert report["score"] == report["max_score"] == 10
     assert any(r["calls"] > 0 for r in report["rows"])  # the training really went through the pieces
+    # the compiled twin went through the learner's compiler pieces, and its held-out loss is the eager twin's
+    assert all(r["calls"] > 0 for r in report["rows"] if r["assignment"] == "10-compiler")
+    twins = report["twin_losses"]
+    assert set(twins) == {"eager", "compiled"} and abs(twins["compiled"] - twins["eager"]) <= capstone.TWIN_TOLERANCE
+    assert len(report["samples"]["names"]) == 8 and len(report["samples"]["shakespeare"]) == 240
 
 
-WRONG_ADAM = """
-def adam_update(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, t):
-    return None  # wrong: the parameters never move
+WRONG_LR = """
+def lr_at(step, total_steps, lr, warmup=0, min_lr=0.0, kind="cosine"):
+    return 20 * lr  # wrong: no schedule, and twenty times the rate
 
 
-PARTS = ["adam_update"]
+PARTS = ["lr_at"]
+"""
+
+WRONG_INDEX = """
+def index_expr(view, names):
+    terms = [names[d] if st == 1 else f"{names[d]} * {st}" for d, st in enumerate(view.strides)
+             if st != 0 and view.shape[d] != 1]
+    return " + ".join(terms) or "0"  # wrong: the view's offset is left out (a slice reads the wrong elements)
+
+
+PARTS = ["index_expr"]
 """
 
 
-def test_a_wrong_piece_misses_the_band(tmp_path):
-    (tmp_path / "07-neural-nets.py").write_text(WRONG_ADAM)
+def test_wrong_pieces_miss_the_band_and_the_compiled_twin(tmp_path):
+    """A wrong schedule trains both GPTs out of their bands; a wrong piece of the compiler sets the compiled twin apart
+    from the eager one (both twins run the same wrong schedule, so only the compiler tells them apart)."""
+    (tmp_path / "07-neural-nets.py").write_text(WRONG_LR)
+    (tmp_path / "10-compiler.py").write_text(WRONG_INDEX)
     report = run_capstone(tmp_path)
-    row = next(r for r in report["rows"] if r["part"] == "adam_update")
-    assert row["whose"] == "yours" and row["calls"] > 0
+    mine_rows = [r for r in report["rows"] if r["part"] in ("lr_at", "index_expr")]
+    assert len(mine_rows) == 2 and all(r["whose"] == "yours" and r["calls"] > 0 for r in mine_rows)
     # every other piece is the book's, as with an empty mine/
-    assert not report["problems"] and all(r["whose"] == "the book's" for r in report["rows"] if r is not row)
+    assert all(r["whose"] == "the book's" for r in report["rows"] if r not in mine_rows)
     assert not in_band(report["names_loss"], QUICK.names_loss)
     assert not in_band(report["shakespeare_loss"], QUICK.shakespeare_loss)
-    assert report["points"]["names"] == report["points"]["shakespeare"] == 0
+    twins = report["twin_losses"]
+    assert set(twins) == {"eager", "compiled"} and abs(twins["compiled"] - twins["eager"]) > capstone.TWIN_TOLERANCE
+    assert [p for p in report["problems"] if "compiled step" in p] == report["problems"]
+    assert report["points"]["names"] == report["points"]["shakespeare"] == report["points"]["compiled"] == 0
+    lines = sum(r["lines"] for r in mine_rows) / sum(r["lines"] for r in report["rows"])
+    assert report["points"]["pieces"] == round(2 * lines, 2) > 0  # weighed by code lines, not counted
 
 
 def first_function(code: str) -> str:

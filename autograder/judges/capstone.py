@@ -31,6 +31,16 @@ def shakespeare_cfg(vocab_size: int) -> GPTConfig:
     return GPTConfig(vocab_size=vocab_size, block_size=SHAKESPEARE_CONTEXT, n_layer=4, n_head=4, n_embd=128)
 
 
+def twin_cfg(vocab_size: int, model: str) -> GPTConfig:
+    """The model of the compiled-step check: chapter 9's Shakespeare GPT ("shakespeare"), or the same recipe on one
+    narrow layer ("small", the quick form's: numba compiles its step in seconds, not a minute)."""
+    if model == "shakespeare":
+        return shakespeare_cfg(vocab_size)
+    if model == "small":
+        return GPTConfig(vocab_size=vocab_size, block_size=SHAKESPEARE_CONTEXT, n_layer=1, n_head=2, n_embd=32)
+    raise ValueError(f"twin_cfg: model must be 'shakespeare' or 'small', got {model!r}")
+
+
 # ---- the data, as chapter 9 prepares it --------------------------------------------------------------------------
 
 @dataclass
