@@ -218,10 +218,11 @@ def lr_at(step: int, total_steps: int, base_lr: float, warmup: int = 0, kind: st
     """The learning rate for step `step` (0-based) of `total_steps`:
         warmup      step < warmup:  base_lr * (step + 1) / warmup  (linear ramp; big early steps on random
                     weights, and Adam's noisy first estimates of v, are what warmup avoids)
-        then, with progress q = (step - warmup) / (total_steps - warmup) clipped to [0, 1]:
+        then, with progress q = (step - warmup) / max(1, total_steps - warmup) clipped to [0, 1]:
         "cosine"    min_lr + (base_lr - min_lr) * (1 + cos(pi q)) / 2
         "linear"    base_lr + (min_lr - base_lr) * q
         "constant"  base_lr
+    Any other kind: ValueError.
     """
     if kind not in ("cosine", "linear", "constant"):
         raise ValueError(f"lr_at: kind must be 'cosine', 'linear' or 'constant', got {kind!r}")

@@ -53,19 +53,23 @@ def half_solved(assignment: str, parity: int) -> tuple[nbformat.NotebookNode, se
 
 
 @pytest.fixture(scope="module")
-def graded_class(tmp_path_factory):
-    """graded_class(assignment) -> {learner: result.json}: "released", "half-0" and "half-1" of every assignment,
-    collected into one course and graded by one `grade` of all the assignments, on first use."""
+def graded_class(tmp_path_factory, request):
+    """graded_class(assignment) -> {learner: result.json}: "released", "half-0" and "half-1" of every assignment
+    this run's tests ask for (all of them, or those `-k` selects), collected into one course and graded by one
+    `grade` of those assignments, on first use."""
     root, src = tmp_path_factory.mktemp("course"), tmp_path_factory.mktemp("submissions")
     learners = ("released", "half-0", "half-1")
-    for assignment in ASSIGNMENTS:
+    wanted = {item.callspec.params["assignment"] for item in request.session.items
+              if item.path == request.path and hasattr(item, "callspec")}
+    chosen = [a for a in ASSIGNMENTS if a in wanted]
+    for assignment in chosen:
         notebooks = {"released": nbformat.read(course.EXERCISES / f"{assignment}.ipynb", as_version=4),
                      **{f"half-{p}": half_solved(assignment, p)[0] for p in (0, 1)}}
         for learner, nb in notebooks.items():
             (src / assignment / learner).mkdir(parents=True)
             nbformat.write(nb, src / assignment / learner / f"{assignment}.ipynb")
         autograder("collect", str(src / assignment), "-a", assignment, "--course", str(root), check=True)
-    autograder("grade", *ASSIGNMENTS, "--course", str(root), check=True)
+    autograder("grade", *chosen, "--course", str(root), check=True)
     return lambda assignment: {learner: json.loads((root / "autograded" / learner / assignment / "result.json")
                                                    .read_text()) for learner in learners}
 
