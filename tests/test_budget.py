@@ -30,7 +30,11 @@ from conftest import REPO
 # kernels, max and argmax, softmax and cross-entropy), fit_classifier, and each piece's contract: 7,706. Then +39 for
 # exercise 6 (issue 35): the rules of the reductions, the views and eight elementwise ops as named functions (pieces)
 # instead of one-line lambdas, and capture of a write into fresh zeros (a learner's index rule) in tg.compile: 7,745.
-MAX_PACKAGE_LINES = 7850  # 7,745 code lines, + ~1.4% headroom
+# Then +91 under that budget for tg.compile's refusal of a read before a write into captured zeros and exercise 7
+# (issue 35: batches, lr_at, the optimizer's bookkeeping as pieces): 7,836. Then +56 for exercise 8 (issue 35):
+# teenygrad.text's machinery as pieces, with chapter 8's MLP language model moved into the package, smoothed,
+# bigram_nll and evaluate new: 7,892.
+MAX_PACKAGE_LINES = 8000  # 7,892 code lines, + ~1.4% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,

@@ -517,8 +517,9 @@ def _check_mlp(case: Case, outputs: tuple) -> str | None:
         if np.shape(got) != w.shape:
             return f"{what}: {name} has shape {np.shape(got)}, expected {w.shape}"
         if not _close(got, w, 1e-6):
-            return (f"{what}: {name} is not what the book's initialisation gives (create embedding, hidden and out "
-                    "in that order, then initialise hidden's weight and bias, then out's)")
+            return (f"{what}: {name} is not the book's initial value (create embedding, hidden and out in that "
+                    "order, then hidden's weight Kaiming-normal for tanh and its bias 0, then out's weight normal with "
+                    "std 0.01 and its bias 0)")
     logits, grads = mlp_reference(want, X, Y)
     if not _close(outputs[6], logits, 1e-4):
         return f"{what}: wrong logits for contexts of shape {np.shape(X)}" + (
