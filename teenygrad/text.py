@@ -238,6 +238,9 @@ class MLPLanguageModel(nn.Module):
 
     @exercise("08-language-models", "mlp")
     def forward(self, X: np.ndarray | Tensor) -> Tensor:
+        """The logits (n, vocab) of X (n, block_size) int ids (an array or a Tensor): each row's block_size embeddings
+        side by side (the first id's first), then hidden, tanh and out, in Tensor ops so that backward reaches every
+        parameter."""
         X = X if isinstance(X, Tensor) else tensor(np.asarray(X, dtype=np.int64))
         e = self.embedding(X)                                   # (n, block_size, emb_dim)
         return self.out(self.hidden(e.reshape(X.shape[0], -1)).tanh())
