@@ -3,7 +3,8 @@
 A character-level language model predicts the next symbol from the ones before it. This module holds what
 those models share: a vocabulary that maps symbols to integer ids and back (`Vocab`), the training pairs
 (context window -> next id) cut from a list of words (`windows`), a seeded train/dev/test split of the words
-(`split`), the bigram count matrix (`bigram_counts`), and drawing from a model one symbol at a time with a
+(`split`), the bigram count matrix (`bigram_counts`), its smoothed probabilities (`smoothed`) and their
+loss on pairs (`bigram_nll`), and drawing from a model one symbol at a time with a
 temperature, optionally only among the k likeliest ids or the nucleus of probability p (`draw`, `sample`).
 numpy prepares data; the arithmetic runs in teenygrad's Tensor ops.
 """
@@ -13,12 +14,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from teenygrad import nn
 from teenygrad.autograd import no_grad
 from teenygrad.classification import one_hot
 from teenygrad.edition import exercise
 from teenygrad.tensor import Tensor, arange, float32, int64, tensor
 
-__all__ = ["BOUNDARY", "Vocab", "windows", "split", "bigram_counts", "top_k_logits", "top_p_logits", "draw", "sample"]
+__all__ = ["BOUNDARY", "Vocab", "windows", "split", "bigram_counts", "smoothed", "bigram_nll", "top_k_logits",
+           "top_p_logits", "draw", "sample", "MLPLanguageModel", "evaluate"]
 
 BOUNDARY = "."  # marks both the start and the end of a word: one symbol, id 0
 
@@ -37,6 +40,7 @@ class Vocab:
         self.stoi: dict[str, int] = {s: i for i, s in enumerate(self.itos)}
 
     @classmethod
+    @exercise("08-language-models", "vocab")
     def build(cls, texts: Sequence[str], boundary: str | None = BOUNDARY) -> Vocab:
         """The characters of `texts`, sorted, after the boundary symbol (if any), which gets id 0."""
         chars = sorted(set("".join(texts)) - {boundary})
@@ -45,6 +49,7 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
+    @exercise("08-language-models", "vocab")
     def encode(self, s: str) -> np.ndarray:
         """The ids of the characters of s, an int64 array (a KeyError names a symbol not in the vocabulary)."""
         try:
@@ -52,6 +57,7 @@ class Vocab:
         except KeyError as e:
             raise KeyError(f"Vocab.encode: {e.args[0]!r} is not in the vocabulary") from None
 
+    @exercise("08-language-models", "vocab")
     def decode(self, ids: Sequence[int] | np.ndarray | Tensor) -> str:
         """The string of the ids (a Tensor, an array or a list of ints)."""
         ids = ids.numpy() if isinstance(ids, Tensor) else ids
@@ -61,6 +67,7 @@ class Vocab:
         return f"Vocab({''.join(self.itos)!r})"
 
 
+@exercise("08-language-models", "windows")
 def windows(words: Sequence[str], vocab: Vocab, block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Every (context -> next id) pair of `words`, as X (n, block_size) and Y (n,), both int64.
 
@@ -81,6 +88,7 @@ def windows(words: Sequence[str], vocab: Vocab, block_size: int) -> tuple[np.nda
     return np.concatenate(xs), np.concatenate(ys)
 
 
+@exercise("08-language-models", "split")
 def split(items: Sequence, fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0) -> tuple[list, ...]:
     """Shuffle `items` with `seed`, then cut them into consecutive parts of the given fractions (train, dev,
     test). Deterministic: the same seed gives the same parts. Part k ends at round(n * (f_0 + ... + f_k))."""
@@ -92,6 +100,7 @@ def split(items: Sequence, fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: i
     return tuple([items[i] for i in order[a:b]] for a, b in zip(starts, ends))
 
 
+@exercise("08-language-models", "bigram")
 def bigram_counts(first: np.ndarray | Tensor, second: np.ndarray | Tensor, num: int) -> Tensor:
     """N (num, num) float32, N[a, b] = how many i have first[i] = a and second[i] = b.
 
@@ -99,6 +108,31 @@ def bigram_counts(first: np.ndarray | Tensor, second: np.ndarray | Tensor, num: 
     The counts are exact in float32 up to 2^24 pairs.
     """
     return one_hot(first, num).T @ one_hot(second, num)  # chapter 4's one_hot
+
+
+@exercise("08-language-models", "bigram")
+def smoothed(counts: Tensor, alpha: float) -> Tensor:
+    """The bigram probabilities P_alpha(b | a) = (N_ab + alpha) / (sum_b' N_ab' + V alpha) of the counts
+    N = `counts` (V, V): a new float32 (V, V) Tensor whose rows sum to 1. alpha >= 0 (ValueError otherwise);
+    with alpha = 0 a row of zero counts has no distribution (ValueError naming the row)."""
+    if not alpha >= 0:
+        raise ValueError(f"smoothed: alpha must be >= 0, got {alpha!r}")
+    padded = counts.to(float32) + float(alpha)
+    totals = padded.sum(axis=1, keepdim=True)
+    empty = np.flatnonzero(totals.numpy() == 0)
+    if empty.size:
+        raise ValueError(f"smoothed: row {int(empty[0])} has no counts; smooth with alpha > 0")
+    return padded / totals
+
+
+@exercise("08-language-models", "bigram")
+def bigram_nll(probs: Tensor, first: np.ndarray | Tensor, second: np.ndarray | Tensor) -> float:
+    """The mean negative log-likelihood -mean_i log probs[first[i], second[i]] of the pairs, a float (natural
+    log; inf when a pair has probability 0; nan for no pairs)."""
+    first = first if isinstance(first, Tensor) else tensor(np.asarray(first, dtype=np.int64))
+    second = second if isinstance(second, Tensor) else tensor(np.asarray(second, dtype=np.int64))
+    rows = probs.to(float32).log()[first.reshape(-1)]
+    return -rows.gather(1, second.reshape(-1, 1)).mean().item()
 
 
 @exercise("08-language-models", "top_k_logits")
@@ -130,6 +164,7 @@ def top_p_logits(logits: Tensor, top_p: float) -> Tensor:
     return logits + keep.log()
 
 
+@exercise("08-language-models", "draw")
 def draw(logits: Tensor, u: Tensor | np.ndarray, temperature: float = 1.0, top_k: int | None = None,
          top_p: float | None = None) -> Tensor:
     """One id per row of `logits` (n, V), by the inverse CDF: with p = softmax(logits / temperature) and the
@@ -161,6 +196,7 @@ def draw(logits: Tensor, u: Tensor | np.ndarray, temperature: float = 1.0, top_k
 
 
 @no_grad()
+@exercise("08-language-models", "sample")
 def sample(next_logits: Callable[[Tensor], Tensor], vocab: Vocab, n: int, block_size: int,
            temperature: float = 1.0, generator: np.random.Generator | None = None, max_len: int = 50) -> list[str]:
     """n words drawn from a model, all at once: start from a context of boundaries, draw the next id from
@@ -180,3 +216,51 @@ def sample(next_logits: Callable[[Tensor], Tensor], vocab: Vocab, n: int, block_
             break
         context = np.concatenate([context[:, 1:], ids[:, None]], axis=1)
     return [vocab.decode(row).split(BOUNDARY, 1)[0] for row in out]
+
+
+class MLPLanguageModel(nn.Module):
+    """Chapter 8's model (Bengio et al., 2003): the embeddings of the block_size ids before a position, side by
+    side, through a tanh layer to the logits of the next id. X (n, block_size) int64 ids -> logits (n, vocab)."""
+
+    @exercise("08-language-models", "mlp")
+    def __init__(self, vocab_size: int, emb_dim: int, hidden: int, block_size: int) -> None:
+        """Three layers, created in this order (so that a seed gives the book's weights): `embedding`
+        (vocab_size, emb_dim), `hidden` (block_size * emb_dim -> hidden), `out` (hidden -> vocab_size); then
+        initialised: hidden's weight Kaiming-normal for tanh and its bias zero, out's weight normal with std 0.01
+        (nearly uniform first predictions) and its bias zero."""
+        self.embedding = nn.Embedding(vocab_size, emb_dim)
+        self.hidden = nn.Linear(block_size * emb_dim, hidden)
+        self.out = nn.Linear(hidden, vocab_size)
+        nn.init.kaiming_normal_(self.hidden.weight, "tanh")
+        nn.init.zeros_(self.hidden.bias)
+        nn.init.normal_(self.out.weight, std=0.01)
+        nn.init.zeros_(self.out.bias)
+
+    @exercise("08-language-models", "mlp")
+    def forward(self, X: np.ndarray | Tensor) -> Tensor:
+        """The logits (n, vocab) of X (n, block_size) int ids (an array or a Tensor): each row's block_size embeddings
+        side by side (the first id's first), then hidden, tanh and out, in Tensor ops so that backward reaches every
+        parameter."""
+        X = X if isinstance(X, Tensor) else tensor(np.asarray(X, dtype=np.int64))
+        e = self.embedding(X)                                   # (n, block_size, emb_dim)
+        return self.out(self.hidden(e.reshape(X.shape[0], -1)).tanh())
+
+
+@no_grad()
+@exercise("08-language-models", "evaluate")
+def evaluate(model: Callable[[Tensor], Tensor], X: np.ndarray | Tensor, Y: np.ndarray | Tensor,
+             batch_size: int | None = None) -> float:
+    """The mean cross-entropy of model(X) against the ids Y over all rows, a float, without recording a graph:
+    the whole split at once, or (batch_size given, >= 1) batch by batch in order, each batch's mean weighted by its
+    rows, so that a split too large for memory gives the same mean. ValueError for no rows or a batch_size < 1."""
+    X = X if isinstance(X, Tensor) else tensor(np.asarray(X, dtype=np.int64))
+    Y = Y if isinstance(Y, Tensor) else tensor(np.asarray(Y, dtype=np.int64))
+    n = X.shape[0]
+    if n == 0 or (batch_size is not None and batch_size < 1):
+        raise ValueError(f"evaluate: need at least one row and a batch_size >= 1, got {n} rows, {batch_size}")
+    step = n if batch_size is None else int(batch_size)
+    total = 0.0
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        total += model(X[start:stop]).cross_entropy(Y[start:stop]).item() * (stop - start)
+    return total / n

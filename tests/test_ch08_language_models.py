@@ -233,6 +233,7 @@ def test_index_select_gradient_against_add_at(shape, axis, n, seed):
 # --- the 08-language-models judge -----------------------------------------------------------------------------
 
 from autograder.judges.language_models import (  # noqa: E402
+    MLP_NAMES,
     PARTS,
     SAMPLE_TOL,
     TRAIN_ARGS,
@@ -240,7 +241,14 @@ from autograder.judges.language_models import (  # noqa: E402
     _check_draws,
     _index_add_reference,
     _mass_above,
+    inverse_cdf,
+    mlp_init,
+    mlp_reference,
+    sample_reference,
+    split_reference,
     train_reference,
+    vocab_symbols,
+    windows_reference,
 )
 
 from conftest import book_figures, notebook_namespace, replacing, run_hidden, solution_cells  # noqa: E402
@@ -248,7 +256,8 @@ from installing import pieces_from  # noqa: E402
 
 SOLUTIONS = REPO / "solutions" / "08-language-models.ipynb"
 ASSIGNMENT = "08-language-models"
-POINTS = {"index_add": 4, "top_k_logits": 2, "top_p_logits": 3}
+POINTS = {"vocab": 2, "split": 1, "windows": 2, "bigram": 3, "draw": 3, "sample": 2, "index_add": 4, "mlp": 2,
+          "evaluate": 2, "top_k_logits": 2, "top_p_logits": 3}
 
 
 def test_judge_references_against_teenygrad():
@@ -277,6 +286,84 @@ def test_judge_references_against_teenygrad():
             assert check((logits, arg, u), (filtered, drawn)) is None, name
             if (np.isfinite(filtered) != np.isfinite(logits)).any():  # keeping everything is wrong wherever the filter drops something
                 assert check((logits, arg, u), (np.asarray(logits, np.float64), drawn)) is not None
+
+
+def test_vocab_split_and_windows_references_against_teenygrad():
+    rng = np.random.default_rng(6)
+    for texts, boundary, probe, ids, unknown in PARTS["vocab"].cases(rng):
+        texts = [str(t) for t in texts]
+        v = text.Vocab.build(texts) if boundary == "default" else text.Vocab.build(texts, boundary or None)
+        assert v.itos == vocab_symbols(texts, boundary)
+        outputs = (np.array(v.itos), np.int64(1), v.encode(probe), np.int64(1), np.array([v.decode(ids)] * 3),
+                   np.int64(1))
+        assert PARTS["vocab"].check((texts, boundary, probe, ids, unknown), outputs) is None
+        with pytest.raises(KeyError):
+            v.encode(unknown)
+    for items, fractions, seed in PARTS["split"].cases(rng):
+        items = np.atleast_1d(items).tolist()
+        if np.size(fractions) and (abs(np.sum(fractions) - 1) > 1e-9 or np.min(fractions) < 0):
+            with pytest.raises(ValueError):
+                text.split(items, tuple(fractions), seed)
+            continue
+        got = text.split(items) if not np.size(fractions) else text.split(items, tuple(fractions), seed)
+        assert [list(p) for p in got] == split_reference(items, fractions, seed)
+    for symbols, words, block in PARTS["windows"].cases(rng):
+        if block < 1:
+            continue
+        X, Y = text.windows([str(w) for w in words], text.Vocab(list(symbols)), int(block))
+        want_x, want_y = windows_reference(symbols, words, int(block))
+        assert np.array_equal(X, want_x) and np.array_equal(Y, want_y) and X.shape == want_x.shape
+
+
+def test_mlp_reference_is_teenygrads_model():
+    """The judge's initial weights are those tg.manual_seed gives text.MLPLanguageModel, and its hand-written
+    forward and backward match teenygrad's autograd."""
+    rng = np.random.default_rng(7)
+    for V, d, h, block, seed, X, Y, _ in PARTS["mlp"].cases(rng):
+        tg.manual_seed(seed)
+        model = text.MLPLanguageModel(V, d, h, block)
+        assert [n for n, _ in model.named_parameters()] == MLP_NAMES
+        want = mlp_init(V, d, h, block, seed)
+        for p, w in zip(model.parameters(), want):
+            np.testing.assert_allclose(p.numpy(), w, rtol=1e-6, atol=0)
+        model.to(tg.float64)
+        logits = model(X)
+        logits.cross_entropy(tg.tensor(Y)).backward()
+        ref_logits, ref_grads = mlp_reference([p.numpy() for p in model.parameters()], X, Y)
+        np.testing.assert_allclose(logits.numpy(), ref_logits, rtol=1e-10, atol=1e-12)
+        for p, g in zip(model.parameters(), ref_grads):
+            np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-9, atol=1e-12)
+
+
+def test_sample_reference_is_text_sample_on_the_graders_draw():
+    rng = np.random.default_rng(8)
+
+    def draw(logits, u, temperature=1.0, top_k=None, top_p=None):
+        return tg.tensor(inverse_cdf(logits.numpy().astype(np.float64) / temperature, np.asarray(u)))
+
+    for symbols, A_, B_, n, block, T, seed, max_len in PARTS["sample"].cases(rng):
+        calls = []
+
+        def model(context):
+            calls.append(1)
+            c = context.numpy()
+            return tg.tensor(A_[c[:, -1]] + B_[c[:, 0]])
+
+        vocab = text.Vocab(list(symbols))
+        with tg.edition.installed(ASSIGNMENT, "draw", draw):
+            if symbols[0] != ".":
+                with pytest.raises(ValueError):
+                    text.sample(model, vocab, n, block, T, np.random.default_rng(seed), max_len)
+                continue
+            words = text.sample(model, vocab, n, block, T, np.random.default_rng(seed), max_len)
+        assert (words, len(calls)) == sample_reference(symbols, A_, B_, n, block, T, seed, max_len)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_books_own_pieces_pass_the_judge(seed, grading_dir, capsys):
+    """The hidden tests on teenygrad's own pieces (nothing installed but the grader's stand-ins): every part passes."""
+    namespace, hidden = notebook_namespace(SOLUTIONS)
+    assert run_hidden(PARTS, namespace, hidden, PARTS, grading_dir, seed) == {part: None for part in PARTS}
 
 
 def test_training_reference_matches_teenygrads_autograd():
@@ -318,6 +405,41 @@ def test_judge_cases_cover_the_edge_cases():
         if 0 < top_p_value <= 1 and np.isfinite(logits).all() and len(logits) > 10:
             assert np.abs(_mass_above(np.asarray(logits)) - top_p_value).min() > 1e-4
     assert SAMPLE_TOL <= 1e-4
+    vocab = PARTS["vocab"].cases(rng)
+    assert {c[1] for c in vocab} >= {"default", "", ".", "\n"} and any(c[2] == "" for c in vocab)
+    assert any("." in "".join(c[0]) and c[1] in (".", "default") for c in vocab)  # the boundary in the texts
+    split = PARTS["split"].cases(rng)
+    bad = [c for c in split if np.size(c[1]) and (abs(np.sum(c[1]) - 1) > 1e-9 or np.min(c[1]) < 0)]
+    assert any(np.size(c[1]) == 0 for c in split) and len(bad) == 2 and any(np.min(c[1]) < 0 for c in bad)
+    assert any(np.size(c[0]) == 0 for c in split) and any(0.0 in np.atleast_1d(c[1]) for c in split)
+    assert any(np.asarray(c[0]).dtype.kind == "U" for c in split) and any(len(c[1]) == 4 for c in split)
+    windows = PARTS["windows"].cases(rng)
+    assert any(c[2] < 1 for c in windows) and any(np.size(c[1]) == 0 for c in windows)
+    assert any("" in np.atleast_1d(c[1]).tolist() for c in windows) and any(c[2] > 5 for c in windows)
+    bigram = PARTS["bigram"].cases(rng)
+    assert {c[0] for c in bigram} == {"counts", "smoothed", "nll"}
+    assert any(c[0] == "counts" and np.size(c[1]) == 0 for c in bigram) and any(c[0] == "counts" and c[4] for c in bigram)
+    smoothing = [c for c in bigram if c[0] == "smoothed"]
+    assert any(c[2] < 0 for c in smoothing) and any(c[2] == 0 and (c[1].sum(1) == 0).any() for c in smoothing)
+    assert any(c[2] == 0 and not (c[1].sum(1) == 0).any() for c in smoothing) and any(c[3] == 64 for c in smoothing)
+    nll = [c for c in bigram if c[0] == "nll"]
+    assert any(np.size(c[2]) == 0 for c in nll) and any((c[1][c[2], c[3]] == 0).any() for c in nll if np.size(c[2]))
+    draw = PARTS["draw"].cases(rng)
+    assert sum(c[2] <= 0 for c in draw) == 2 and any(c[3] and c[4] for c in draw) and any(c[6] for c in draw)
+    assert any((c[1] > 1 - 1e-6).all() and c[3] for c in draw) and any(np.abs(c[0]).max() > 500 for c in draw)
+    assert any(np.shape(c[0])[1] == 1 for c in draw) and {c[5] for c in draw} == {32, 64}
+    sample = PARTS["sample"].cases(rng)
+    assert any(c[0][0] != "." for c in sample) and any(c[4] > 1 for c in sample) and any(c[5] != 1 for c in sample)
+    steps = [sample_reference(*c)[1] for c in sample if c[0][0] == "."]
+    assert any(s == c[7] for s, c in zip(steps, [c for c in sample if c[0][0] == "."]))  # a case that reaches max_len
+    mlp = PARTS["mlp"].cases(rng)
+    assert any(c[3] == 1 for c in mlp) and any(len(c[5]) == 1 for c in mlp) and {c[7] for c in mlp} == {0, 1}
+    assert any(c[:4] == (27, 10, 200, 3) for c in mlp)  # the chapter's model
+    evaluate = PARTS["evaluate"].cases(rng)
+    sized = [c for c in evaluate if len(c[1]) and c[4] != 0]
+    assert any(c[4] == -1 for c in sized) and any(c[4] > len(c[1]) for c in sized)
+    assert any(c[4] > 0 and len(c[1]) % c[4] for c in sized) and any(c[5] for c in sized)
+    assert any(len(c[1]) == 0 for c in evaluate) and any(c[4] == 0 for c in evaluate)
 
 
 def test_solutions_notebook_matches_the_judge():
@@ -352,6 +474,71 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
     "nucleus cuts inside a tie": ("top_p_logits", "above = z[:, None, :] > z[:, :, None]",
                                   "above = np.argsort(np.argsort(-z, axis=1, kind='stable'), axis=1)[:, :, None] > "
                                   "np.argsort(np.argsort(-z, axis=1, kind='stable'), axis=1)[:, None, :]"),
+    "build lists a boundary found in the texts twice": ("vocab", "    found.discard(boundary)\n", ""),
+    "build does not sort": ("vocab", "first + sorted(found)", "first + list(found)"),
+    "build ignores boundary=None": ("vocab", "first = [] if boundary is None else [boundary]", "first = [boundary or '.']"),
+    "build makes a Vocab whatever the class": ("vocab", "return cls(first + sorted(found))",
+                                               "return text.Vocab(first + sorted(found))"),
+    "encode returns a list": ("vocab", "    return ids\n", "    return ids.tolist()\n"),
+    "encode raises ValueError": ("vocab", "raise KeyError(", "raise ValueError("),
+    "split with numpy's global generator": ("split", "np.random.default_rng(seed).permutation(len(items))",
+                                            "np.random.permutation(len(items))"),
+    "split floors the ends": ("split", "end = round(len(items) * total)", "end = int(len(items) * total)"),
+    "split accepts fractions that do not add up to 1": ("split", " or abs(sum(fractions) - 1.0) > 1e-9", ""),
+    "split returns a list of lists": ("split", "return tuple(parts)", "return parts"),
+    "windows without the end boundary": ("windows", "[vocab.stoi[ch] for ch in w] + [0]", "[vocab.stoi[ch] for ch in w]"),
+    "windows pads with one boundary": ("windows", "ids = [0] * block_size + ", "ids = [0] + "),
+    "windows in float64": ("windows", "X = np.array(contexts, dtype=np.int64)", "X = np.array(contexts, dtype=np.float64)"),
+    "windows accepts block_size 0": ("windows", "if block_size < 1:", "if block_size < 0:"),
+    "counts a repeated pair once": ("bigram", "np.add.at(table, (a, b), 1.0)", "table[a, b] += 1.0"),
+    "counts transposed": ("bigram", "np.add.at(table, (a, b), 1.0)", "np.add.at(table, (b, a), 1.0)"),
+    "smoothed in float64": ("bigram", "return tg.tensor(table / totals, dtype=tg.float32)", "return tg.tensor(table / totals)"),
+    "smoothed adds alpha once to a row's total": ("bigram", "totals = table.sum(axis=1, keepdims=True)",
+                                                  "totals = counts.numpy().sum(axis=1, keepdims=True) + alpha"),
+    "smoothed accepts a negative alpha": ("bigram", "if not alpha >= 0:", "if False:"),
+    "smoothed changes the counts": ("bigram", "table = counts.numpy().astype(np.float64) + alpha",
+                                    "table = counts.numpy()\n    table += alpha"),
+    "bigram NLL in bits": ("bigram", "logs = np.log(", "logs = np.log2("),
+    "bigram NLL summed": ("bigram", "float(-logs.mean())", "float(-logs.sum())"),
+    "bigram NLL of no pairs is 0": ("bigram", 'return float("nan")', "return 0.0"),
+    "draw without the temperature": ("draw", ".astype(np.float64) / temperature)", ".astype(np.float64))"),
+    "draw multiplies by the temperature": ("draw", ".astype(np.float64) / temperature)", ".astype(np.float64) * temperature)"),
+    "draw applies top_p before top_k": (
+        "draw", "    if top_k is not None:\n        z = text.top_k_logits(z, top_k)\n    if top_p is not None:\n"
+        "        z = text.top_p_logits(z, top_p)\n",
+        "    if top_p is not None:\n        z = text.top_p_logits(z, top_p)\n    if top_k is not None:\n"
+        "        z = text.top_k_logits(z, top_k)\n"),
+    "draw ignores top_k": ("draw", "        z = text.top_k_logits(z, top_k)\n", "        pass\n"),
+    "draw without a stable softmax": ("draw", "np.exp(z - z.max(axis=1, keepdims=True))", "np.exp(z)"),
+    "draw returns float ids": ("draw", ".reshape(len(u)), dtype=tg.int64)", ".reshape(len(u)), dtype=tg.float32)"),
+    "draw accepts temperature 0": ("draw", "if not temperature > 0:", "if temperature < 0:"),
+    "sample with numpy's global generator": ("sample", "gen.random(n)", "np.random.random(n)"),
+    "sample does not end a word at its boundary": ("sample", "                ended[i] = True\n", "                pass\n"),
+    "sample shifts the context the wrong way": ("sample", "np.column_stack([context[:, 1:], ids])",
+                                                "np.column_stack([ids, context[:, :-1]])"),
+    "sample ignores the temperature": ("sample", "gen.random(n), temperature)", "gen.random(n))"),
+    "sample keeps drawing after every word ended": ("sample", "        if ended.all():\n            break\n", ""),
+    "sample without the boundary check": ("sample", "if vocab.itos[0] != text.BOUNDARY:", "if False:"),
+    "mlp makes out before hidden": ("mlp", "self.hidden, self.out = nn.Linear(width, hidden), nn.Linear(hidden, vocab_size)",
+                                    "self.out = nn.Linear(hidden, vocab_size)\n    self.hidden = nn.Linear(width, hidden)"),
+    "mlp initialises out first": (
+        "mlp", "    nn.init.normal_(self.hidden.weight, 0.0, (5.0 / 3.0) / math.sqrt(width))  # Kaiming for tanh: gain 5/3\n",
+        "    nn.init.normal_(self.out.weight, 0.0, 0.01)\n"
+        "    nn.init.normal_(self.hidden.weight, 0.0, (5.0 / 3.0) / math.sqrt(width))\n"),
+    "mlp with relu's gain": ("mlp", "(5.0 / 3.0) / math.sqrt(width)", "math.sqrt(2.0) / math.sqrt(width)"),
+    "mlp keeps the hidden bias nn.Linear drew": ("mlp", "    nn.init.constant_(self.hidden.bias, 0.0)\n", ""),
+    "mlp without tanh": ("mlp", "self.hidden(side_by_side).tanh()", "self.hidden(side_by_side)"),
+    "mlp looks the embeddings up in numpy": ("mlp", "vectors = self.embedding(ids)",
+                                             "vectors = tg.tensor(self.embedding.weight.numpy()[ids.numpy()])"),
+    "mlp interleaves the vectors": ("mlp", "side_by_side = vectors.reshape(",
+                                    "side_by_side = vectors.transpose(1, 2).reshape("),
+    "evaluate averages the batch means": ("evaluate", "float(np.average(means, weights=[min(step, n - s) for s in starts]))",
+                                          "float(np.mean(means))"),
+    "evaluate drops a short last batch": ("evaluate", "starts = range(0, n, step)", "starts = range(0, n - n % step or n, step)"),
+    "evaluate ignores batch_size": ("evaluate", "step = n if batch_size is None else int(batch_size)", "step = n"),
+    "evaluate returns a numpy float32": ("evaluate", "return float(np.average(", "return np.float32(np.average("),
+    "evaluate of no rows is nan": ("evaluate", '        raise ValueError("evaluate: no rows to evaluate")',
+                                   '        return float("nan")'),
 }
 
 

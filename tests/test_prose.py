@@ -62,6 +62,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "2.45": "cited: makemore part 1's add-one bigram counts, averaged over its 32,033 names",
         "2.48": "cited: makemore part 1's one-layer net, trained towards the bigram table",
         "80": "the 80/10/10 split of the chapter's code (fractions 0.8, 0.1, 0.1), written as a ratio",
+        "0.8": "the first of text.split's default fractions (0.8, 0.1, 0.1), stated with its contract: a setting",
     },
     "09-gpt": {
         "80": "the 80/10/10 split of chapter 8, written as a ratio",
