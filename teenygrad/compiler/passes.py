@@ -151,7 +151,6 @@ def _key(n: Node, srcs: tuple[Node, ...]) -> tuple:
     return (n.op, arg, n.dtype, n.shape, tuple(id(s) for s in srcs))
 
 
-@exercise("10-compiler", "cse")
 def eliminate_common(graph: Graph) -> Graph:
     """Merge nodes that compute the same thing: same op, argument, dtype, shape and (already merged) sources.
     Assigns are effects, never merged. (`_key` is what "the same" means; `graph.rebuild` visits the nodes

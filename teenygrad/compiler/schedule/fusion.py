@@ -88,6 +88,7 @@ SIDE_BY_SIDE = 8  # stages one kernel may hold side by side: two parameters' upd
                   # stages, every bias's update at once, in 9 s, superlinearly; in a few kernels, in about 2)
 
 
+@exercise("10-compiler", "fusion")
 def can_follow(k: Kernel, it: Item, targets: dict[int, ir.Buffer]) -> bool:
     """Horizontal fusion: may `it` join the kernel just before it (one parameter's moments and update)? If the loops
     agree, and no stage reads a buffer another assigns (`targets`: value -> buffer): that would stop it in place."""
