@@ -71,6 +71,9 @@ ALLOWED: dict[str, dict[str, str]] = {
         "65": "CONTEXT + 1: a window holds the inputs and, shifted by one, the targets",
         "1.88": "cited: nanoGPT's README",
     },
+    "10-compiler": {
+        "88": "the top of float32 exp's range, ln(3.4e38), a constant of the generated code (codegen/expr.py)",
+    },
 }
 
 

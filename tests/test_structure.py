@@ -111,9 +111,14 @@ def private_uses(root: Path, graph) -> list[str]:
     return bad
 
 
+JUDGES_INSIDE = {"autograder.judges.compiler"}  # exercise 10's judge grades the compiler's own pieces: like the tests,
+                                               # it builds graphs and items and calls the passes and fusion rules
+
+
 def into_compiler(graph) -> list[str]:
     return [f"{mod} imports {target}" for mod, found in graph.items() for target, _, _ in found
-            if not mod.startswith("teenygrad.compiler") and target.startswith("teenygrad.compiler.")]
+            if not mod.startswith("teenygrad.compiler") and mod not in JUDGES_INSIDE
+            and target.startswith("teenygrad.compiler.")]
 
 
 def test_the_compiler_is_reached_only_through_its_init():

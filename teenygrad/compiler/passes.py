@@ -151,7 +151,6 @@ def _key(n: Node, srcs: tuple[Node, ...]) -> tuple:
     return (n.op, arg, n.dtype, n.shape, tuple(id(s) for s in srcs))
 
 
-@exercise("10-compiler", "cse")
 def eliminate_common(graph: Graph) -> Graph:
     """Merge nodes that compute the same thing: same op, argument, dtype, shape and (already merged) sources.
     Assigns are effects, never merged. (`_key` is what "the same" means; `graph.rebuild` visits the nodes
@@ -168,6 +167,7 @@ def eliminate_common(graph: Graph) -> Graph:
 
 # ---- sums of padded gradients ----------------------------------------------------------------------------
 
+@exercise("10-compiler", "merge_cats")
 def merge_cats(graph: Graph) -> Graph:
     """A sum of cats whose non-zero parts do not overlap is one cat: the gradient of qkv[..., :C], qkv[..., C:2C]
     and qkv[..., 2C:] is three zero-padded pieces added up (three cats and an add, four passes over memory);
@@ -191,6 +191,7 @@ def merge_cats(graph: Graph) -> Graph:
 
 # ---- transposed products -------------------------------------------------------------------------------
 
+@exercise("10-compiler", "transpose_products")
 def transpose_products(graph: Graph) -> Graph:
     """A batched product read only transposed (its last two axes swapped back) is computed transposed:
     (A B)^T = B^T A^T. Attention's key gradient is such a product, dk^T = q^T dS, read as dk: computed as

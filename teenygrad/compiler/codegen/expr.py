@@ -38,10 +38,16 @@ class Expr:
                 self.memo[id(n)] = self.src.var()
                 self.src.line(f"{self.memo[id(n)]} = {self.saved[id(n)]}[u({self.at})]")
             else:
-                self.memo[id(n)] = self._emit(n)
+                self.memo[id(n)] = self.emit(n)
         return self.memo[id(n)]
 
-    def _emit(self, n: Node) -> str:
+    @exercise("10-compiler", "emit")
+    def emit(self, n: Node) -> str:
+        """Write the lines that compute node `n` at the current point and return the name of its value (chapter 10,
+        "Code generation"): a constant is `src.const(value, dtype)`; a view is a register (`local`), an arange's
+        index, or `slot[u(index_expr)]`; any other op one fresh variable, `t = <code>`, on its sources' names
+        (`self(s)`), in `n.dtype`: an int64 division truncated, a cast to bool `!= 0`, float32 exp and tanh by the
+        vectorisable exp32 (guarded outside (-87, 88)) and tanh32."""
         src = self.src
         if n.op == "const":
             return src.const(n.arg, n.dtype)

@@ -17,6 +17,7 @@ from teenygrad.compiler import ir
 from teenygrad.compiler.ir import Node
 from teenygrad.compiler.passes import View, reshape_expr
 from teenygrad.compiler.schedule.items import LOOP, MATMUL, Item, Kernel, view_leaves
+from teenygrad.edition import exercise
 
 
 def fuse(items: list[Item], targets: dict[int, ir.Buffer]) -> list[Kernel]:
@@ -42,6 +43,7 @@ def fuse(items: list[Item], targets: dict[int, ir.Buffer]) -> list[Kernel]:
     return [kern for kern in kernels if kern.items]  # (column kernels another one took in: `join_columns`)
 
 
+@exercise("10-compiler", "fusion")
 def is_row_view(v: Node, shape: tuple[int, ...], inner: tuple[int, ...]) -> bool:
     """Does view `v` read its (reduced) source at the current outer index, the same value along the row?"""
     src: Node = v.srcs[0]
@@ -51,6 +53,7 @@ def is_row_view(v: Node, shape: tuple[int, ...], inner: tuple[int, ...]) -> bool
         for d in range(len(shape))) and all(src.shape[d] == 1 for d in inner)
 
 
+@exercise("10-compiler", "fusion")
 def can_join(k: Kernel, it: Item) -> bool:
     """Is it legal (and worth it) to compute item `it` inside kernel `k`, after k's items?"""
     members = {id(i.node): i for i in k.items}
@@ -71,6 +74,7 @@ def can_join(k: Kernel, it: Item) -> bool:
     return aligned(k, it, reads, members)
 
 
+@exercise("10-compiler", "fusion")
 def aligned(k: Kernel, it: Item, reads: list[Node], members: dict[int, Item]) -> bool:
     """Can `it` be one more stage of loop kernel `k`? If it loops over the same rows, and reads k's stages only in
     the row at hand: a reduction along it, or a stored value at the element it writes (Adam's update, its moments)."""
@@ -84,6 +88,7 @@ SIDE_BY_SIDE = 8  # stages one kernel may hold side by side: two parameters' upd
                   # stages, every bias's update at once, in 9 s, superlinearly; in a few kernels, in about 2)
 
 
+@exercise("10-compiler", "fusion")
 def can_follow(k: Kernel, it: Item, targets: dict[int, ir.Buffer]) -> bool:
     """Horizontal fusion: may `it` join the kernel just before it (one parameter's moments and update)? If the loops
     agree, and no stage reads a buffer another assigns (`targets`: value -> buffer): that would stop it in place."""
