@@ -154,9 +154,12 @@ def top_p_logits(logits: Tensor, top_p: float) -> Tensor:
     Tensor of logits' shape and dtype; the kept entries unchanged). With p = softmax(row), id j is in the
     nucleus when the ids strictly more likely than j have a total probability below top_p: the nucleus is the
     smallest set of most likely ids whose probability reaches top_p (ties with its least likely id kept too,
-    the most likely id always). top_p must be in (0, 1] (ValueError otherwise); 1 keeps every id."""
+    the most likely id always). top_p must be in (0, 1] (ValueError otherwise); 1 filters nothing, decided without
+    summing (the others' probabilities can add up to exactly 1.0 in floating point and drop a tiny one)."""
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p_logits: top_p must be in (0, 1], got {top_p!r}")
+    if top_p == 1:
+        return logits + 0.0  # a new Tensor: the -inf entries (filtered out before) stay -inf
     p = logits.softmax(-1)
     above = (logits.unsqueeze(1) > logits.unsqueeze(2)).to(p.dtype)  # [i, j, l]: is z_il > z_ij
     mass_above = (above * p.unsqueeze(1)).sum(axis=2)                # [i, j]: probability of the ids above j
