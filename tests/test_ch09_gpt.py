@@ -171,7 +171,7 @@ def test_cases_cover_the_edge_cases():
 
 def test_generate_check_replays_teenygrad():
     """teenygrad's own generate passes the judge's replay for every case; shifted or re-drawn tokens do not."""
-    from autograder.judges.gpt import _check_generate
+    from autograder.judges.gpt import _check_generate, expected_calls
     for case in PARTS["generate"].cases(np.random.default_rng(3)):
         seed, prompt, n, temperature, use_cache = case
         tg.manual_seed(seed)
@@ -182,17 +182,29 @@ def test_generate_check_replays_teenygrad():
                 model.generate(prompt.tolist(), n, temperature, np.random.default_rng(seed), bool(use_cache))
             assert _check_generate(case, (np.int64(1),)) is None
             continue
+        calls, forward = [], model.forward
+
+        def recording(idx, targets=None, caches=None, start=0):
+            calls.append((idx.shape[1], int(caches is not None), start))
+            return forward(idx, targets, caches, start)
+        model.forward = recording
         ids = model.generate(prompt.tolist(), n, temperature, np.random.default_rng(seed), bool(use_cache))
+        del model.forward
+        calls = np.array(calls).reshape(-1, 3)
         with tg.no_grad():
             logits = np.stack([model(tg.tensor([(prompt.tolist() + ids[:i])[-16:]]))[0][0, -1].numpy()
                                for i in range(n)])
-        assert _check_generate(case, (np.array(ids), logits, np.int64(1))) is None, case
-        assert _check_generate(case, (np.array(ids), logits, np.int64(0))) is not None
-        assert _check_generate(case, (np.array(ids[:-1]), logits, np.int64(1))) is not None
+        assert calls.tolist() == expected_calls(len(prompt), n, bool(use_cache))  # teenygrad's own generate
+        assert _check_generate(case, (np.array(ids), logits, np.int64(1), calls)) is None, case
+        assert _check_generate(case, (np.array(ids), logits, np.int64(0), calls)) is not None
+        assert _check_generate(case, (np.array(ids[:-1]), logits, np.int64(1), calls)) is not None
+        uncached = np.array(expected_calls(len(prompt), n, False))
+        if use_cache:
+            assert "should call the model" in _check_generate(case, (np.array(ids), logits, np.int64(1), uncached))
         if temperature == 0 or n < 3:
             continue
         wrong = np.array([(t + 1) % 27 if i == n // 2 else t for i, t in enumerate(ids)])
-        assert _check_generate(case, (wrong, logits, np.int64(1))) is not None
+        assert _check_generate(case, (wrong, logits, np.int64(1), calls)) is not None
 
 
 # --- the solutions notebook against the judge -----------------------------------------------------------------
@@ -241,6 +253,8 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
                                          "self(tg.tensor([context]))[0]"),
     "generate feeds the newest token at the wrong position": ("generate", "caches=caches, start=seen)[0]",
                                                               "caches=caches, start=seen - 1)[0]"),
+    "generate never uses the cache": ("generate", "    block = self.cfg.block_size\n",
+                                      "    block = self.cfg.block_size\n    use_cache = False\n"),
     "generate keeps using a full cache": ("generate", "elif use_cache and seen < block:", "elif use_cache:"),
     "generate samples from the first position's logits": ("generate", "next_token(logits[0, -1]",
                                                           "next_token(logits[0, 0]"),

@@ -20,7 +20,8 @@ report what it computed; this judge computes the same in numpy float64.
   generate            (seed, prompt, n, temperature, use_cache)
                                                    GPT.generate(prompt, n, temperature, default_rng(seed), use_cache)
                                                    on a small GPT -> (tokens, the model's logits before each token,
-                                                   computed without a cache, training mode after); 1 for a
+                                                   computed without a cache, training mode after, its calls of the
+                                                   model: (tokens fed, with caches, start)); 1 for a
                                                    negative temperature (ValueError expected). The judge replays
                                                    the draws: argmax at temperature 0, else the inverse CDF of
                                                    softmax(logits / temperature) at the step's rng.random()
@@ -236,6 +237,19 @@ def _generate_cases(rng: np.random.Generator) -> list[Case]:
     return cases
 
 
+def expected_calls(prompt: int, n: int, use_cache: bool, block: int = 16) -> list[list[int]]:
+    """How generate calls the model, (tokens fed, 1 with caches, start) per new token: with the cache, the cropped
+    prompt, then one token at a time until the context is full, then the whole window without a cache."""
+    if not use_cache:
+        return [[min(prompt + i, block), 0, 0] for i in range(n)]
+    seen = min(prompt, block)
+    calls = [[seen, 1, 0]]
+    for _ in range(n - 1):
+        calls.append([1, 1, seen] if seen < block else [block, 0, 0])
+        seen = min(seen + 1, block)
+    return calls
+
+
 GEN_SLACK = 1e-5  # a draw landing this close to a step of the CDF may go either way (float32 logits)
 
 
@@ -245,15 +259,18 @@ def _check_generate(case: Case, got: tuple) -> str | None:
     if temperature < 0:
         ok = len(got) == 1 and got[0].size == 1 and int(got[0].reshape(-1)[0]) == 1
         return None if ok else f"{where}: a negative temperature must raise ValueError"
-    if len(got) != 3:
+    if len(got) != 4:
         return f"{where}: the hidden tests reported {len(got)} values"
-    tokens, logits, training = got
+    tokens, logits, training, calls = got
     if tokens.shape != (n,) or not np.issubdtype(tokens.dtype, np.integer):
         return f"{where} should return a list of {n} ints, got {tokens.tolist()}"
     if int(training) != 1:
         return f"{where}: the model was in training mode before generate and must be after it"
     if logits.shape[0] != n or not np.all((0 <= tokens) & (tokens < logits.shape[1])):
         return f"{where}: tokens {tokens.tolist()} are not ids of the vocabulary"
+    want = expected_calls(len(prompt), n, bool(use_cache))
+    if calls.tolist() != want:
+        return f"{where} should call the model {want} ((tokens fed, with caches, start) per call), got {calls.tolist()}"
     draws = np.random.default_rng(int(seed))
     for i, (tok, row) in enumerate(zip(tokens.tolist(), np.asarray(logits, np.float64))):
         if temperature == 0:
