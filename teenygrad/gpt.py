@@ -20,6 +20,7 @@ import numpy as np
 from teenygrad import functional as F
 from teenygrad import nn
 from teenygrad.autograd import is_grad_enabled, no_grad
+from teenygrad.edition import exercise
 from teenygrad.tensor import Tensor, arange, tensor
 from teenygrad.text import draw
 
@@ -159,12 +160,14 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
 
     @no_grad()
+    @exercise("09-gpt", "generate")
     def generate(self, idx: Tensor | list, max_new_tokens: int, temperature: float = 1.0,
                  rng: np.random.Generator | None = None, use_cache: bool = True) -> list[int]:
         """Continue the sequence `idx` (one sequence) by sampling, `max_new_tokens` times. Returns the
-        new tokens. temperature 0 takes the most likely token; otherwise softmax(logits / temperature).
-        With the KV cache each step feeds only the newest token; without it, the whole (cropped)
-        context is run again: the same tokens either way (a test checks it)."""
+        new tokens (a list of ints), each from `next_token` on the logits of the last position, with the model
+        in eval mode (its training mode restored after). The context fed to the model is the last block_size
+        tokens. With the KV cache each step feeds only the newest token; once the context is full, and
+        without a cache, the whole (cropped) context is run again: the same tokens either way."""
         rng = rng or np.random.default_rng()
         ctx = list(idx.tolist() if isinstance(idx, Tensor) else idx)
         was_training = self.training
@@ -192,6 +195,7 @@ class GPT(nn.Module):
         return out
 
 
+@exercise("09-gpt", "generate")
 def next_token(logits: Tensor, temperature: float, rng: np.random.Generator) -> int:
     """One token from logits (vocab,): argmax at temperature 0, else a draw from softmax(logits / t)."""
     if temperature < 0:

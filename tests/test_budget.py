@@ -32,8 +32,9 @@ from conftest import REPO
 # (issue 35: batches, lr_at, the optimizer's bookkeeping as pieces): 7,836. Then +20 for `code_lines` itself, moved
 # from this file into teenygrad.edition (the capstone weighs the learner's pieces by their code lines), and +56 for
 # exercise 8 (issue 35): teenygrad.text's machinery as pieces, with chapter 8's MLP language model moved into the
-# package, smoothed, bigram_nll and evaluate new: 7,912.
-MAX_PACKAGE_LINES = 8000  # 7,912 code lines, + ~1.1% headroom
+# package, smoothed, bigram_nll and evaluate new: 7,912. Then +6 for exercise 9 (issue 35): layer norm's backward
+# kernels moved inside their piece (a launcher more, the table's entry less) and GPT.generate's piece mark: 7,918.
+MAX_PACKAGE_LINES = 8000  # 7,927 code lines (with exercise 10's pieces merged beside 9's), + ~0.9% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 # statements and their code lines: the test below checks code_lines on crafted sources made of them

@@ -21,6 +21,7 @@ from autograder.judges.gpt import (
     attention_backward_np,
     attention_np,
     cached_attention_np,
+    layer_norm_backward_np,
     rms_norm_backward_np,
 )
 from teenygrad import functional as F
@@ -32,7 +33,8 @@ from installing import pieces_from
 CHAPTER = REPO / "chapters" / "09-gpt.ipynb"
 SOLUTIONS = REPO / "solutions" / "09-gpt.ipynb"
 ASSIGNMENT = "09-gpt"
-POINTS = {"rms_norm_backward": 3, "attention_backward": 4, "cached_attention": 3}
+POINTS = {"rms_norm_backward": 3, "layer_norm_backward": 3, "attention_backward": 4, "cached_attention": 3,
+          "generate": 3}
 NAMES_CFG = GPTConfig(vocab_size=27, block_size=16, n_layer=1, n_head=4, n_embd=16, norm="rms", norm_weights=False,
                       act="relu", bias=False, tie_weights=False, init_std=0.08)
 
@@ -88,6 +90,26 @@ def test_rms_norm_reference_matches_teenygrad_and_finite_differences(shape):
     np.testing.assert_allclose(W.grad.numpy(), dw, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(1, 4), (5, 8), (2, 3, 6), (4, 2), (3, 2)])
+def test_layer_norm_reference_matches_teenygrad_and_finite_differences(shape):
+    rng = np.random.default_rng(sum(shape) + 1)
+    x, w, b = rng.normal(size=shape) * 2 + 0.3, rng.normal(size=shape[-1]), rng.normal(size=shape[-1])
+    g = rng.normal(size=shape)
+    dx, dw, db = layer_norm_backward_np(x, w, b, g)
+
+    def ln(x_, w_, b_):
+        xc = x_ - x_.mean(-1, keepdims=True)
+        return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5) * w_ + b_
+
+    np.testing.assert_allclose(dx, _numeric_gradient(lambda a: ln(a, w, b), x.copy(), g), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dw, _numeric_gradient(lambda a: ln(x, a, b), w.copy(), g), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(db, _numeric_gradient(lambda a: ln(x, w, a), b.copy(), g), rtol=1e-6, atol=1e-7)
+    X, W, Bias = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
+    F.layer_norm(X, W, Bias).backward(tg.tensor(g))  # teenygrad's own rule
+    for got, want in ((X, dx), (W, dw), (Bias, db)):
+        np.testing.assert_allclose(got.grad.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("B, T, C, nh", [(1, 1, 4, 1), (2, 5, 8, 2), (1, 4, 3, 3), (1, 6, 16, 4)])
 def test_attention_backward_reference_matches_teenygrad_and_finite_differences(B, T, C, nh):
     rng = np.random.default_rng(T * C)
@@ -137,6 +159,52 @@ def test_cases_cover_the_edge_cases():
     assert any(c[3] + c[0].shape[1] == c[1].shape[2] for c in kv)  # exactly full
     assert any(len(c) == 3 and c[1].shape[-2] > c[0].shape[-2] for c in cached)  # more keys than queries
     assert sum(len(c) == 2 for c in cached) == 2
+    ln = PARTS["layer_norm_backward"].cases(rng)
+    assert any(c[0].shape[-1] == 2 for c in ln[:-1]) and any(c[4] for c in ln[:-1]) and len(ln[-1]) == 2
+    gen = PARTS["generate"].cases(rng)
+    block = NAMES_CFG.block_size
+    assert any(len(c[1]) + c[2] > block and c[4] for c in gen)  # the cache fills up: cropped, run whole
+    assert any(len(c[1]) > block for c in gen)  # a prompt longer than the context
+    assert any(c[3] == 0 for c in gen) and any(c[3] < 0 for c in gen) and any(not c[4] for c in gen)
+    assert any(c[2] == 1 for c in gen)
+
+
+def test_generate_check_replays_teenygrad():
+    """teenygrad's own generate passes the judge's replay for every case; shifted or re-drawn tokens do not."""
+    from autograder.judges.gpt import _check_generate, expected_calls
+    for case in PARTS["generate"].cases(np.random.default_rng(3)):
+        seed, prompt, n, temperature, use_cache = case
+        tg.manual_seed(seed)
+        model = GPT(GPTConfig(vocab_size=27, block_size=16, n_layer=1, n_head=4, n_embd=16, norm="rms",
+                              tie_weights=False, init_std=0.08))
+        if temperature < 0:
+            with pytest.raises(ValueError):
+                model.generate(prompt.tolist(), n, temperature, np.random.default_rng(seed), bool(use_cache))
+            assert _check_generate(case, (np.int64(1),)) is None
+            continue
+        calls, forward = [], model.forward
+
+        def recording(idx, targets=None, caches=None, start=0):
+            calls.append((idx.shape[1], int(caches is not None), start))
+            return forward(idx, targets, caches, start)
+        model.forward = recording
+        ids = model.generate(prompt.tolist(), n, temperature, np.random.default_rng(seed), bool(use_cache))
+        del model.forward
+        calls = np.array(calls).reshape(-1, 3)
+        with tg.no_grad():
+            logits = np.stack([model(tg.tensor([(prompt.tolist() + ids[:i])[-16:]]))[0][0, -1].numpy()
+                               for i in range(n)])
+        assert calls.tolist() == expected_calls(len(prompt), n, bool(use_cache))  # teenygrad's own generate
+        assert _check_generate(case, (np.array(ids), logits, np.int64(1), calls)) is None, case
+        assert _check_generate(case, (np.array(ids), logits, np.int64(0), calls)) is not None
+        assert _check_generate(case, (np.array(ids[:-1]), logits, np.int64(1), calls)) is not None
+        uncached = np.array(expected_calls(len(prompt), n, False))
+        if use_cache:
+            assert "should call the model" in _check_generate(case, (np.array(ids), logits, np.int64(1), uncached))
+        if temperature == 0 or n < 3:
+            continue
+        wrong = np.array([(t + 1) % 27 if i == n // 2 else t for i, t in enumerate(ids)])
+        assert _check_generate(case, (wrong, logits, np.int64(1), calls)) is not None
 
 
 # --- the solutions notebook against the judge -----------------------------------------------------------------
@@ -174,6 +242,28 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
     "each new query sees only the cache before it": ("cached_attention", "tg.tensor(k_cache[:, :, :start + T])",
                                                      "tg.tensor(k_cache[:, :, :start + T])[:, :, :max(start, 1)]"),
     "causal mask not offset for a cache": ("cached_attention", "k=tk - tq + 1", "k=1"),
+    "layer norm's dx without the mean's term": ("layer_norm_backward", "(gh - gh.mean(-1, keepdim=True) - xhat", "(gh - xhat"),
+    "layer norm's dx without the projection term": ("layer_norm_backward",
+                                                    " - xhat * (gh * xhat).mean(-1, keepdim=True))", ")"),
+    "layer norm's dx with RMS norm's x-hat (not centred)": ("layer_norm_backward",
+                                                            "xhat = (ctx.x - ctx.mean.reshape(-1, 1)) * r", "xhat = ctx.x * r"),
+    "layer norm's db from g * w": ("layer_norm_backward", "g2.sum(0)\n", "gh.sum(0)\n"),
+    "layer norm's dw from g alone": ("layer_norm_backward", "(g2 * xhat).sum(0), g2", "g2.sum(0), g2"),
+    "generate never crops the context": ("generate", "self(tg.tensor([context[-block:]]))[0]",
+                                         "self(tg.tensor([context]))[0]"),
+    "generate feeds the newest token at the wrong position": ("generate", "caches=caches, start=seen)[0]",
+                                                              "caches=caches, start=seen - 1)[0]"),
+    "generate never uses the cache": ("generate", "    block = self.cfg.block_size\n",
+                                      "    block = self.cfg.block_size\n    use_cache = False\n"),
+    "generate keeps using a full cache": ("generate", "elif use_cache and seen < block:", "elif use_cache:"),
+    "generate samples from the first position's logits": ("generate", "next_token(logits[0, -1]",
+                                                          "next_token(logits[0, 0]"),
+    "generate leaves the model in eval mode": ("generate", "    self.train(mode)\n", ""),
+    "generate returns the prompt too": ("generate", "    return new\n", "    return context\n"),
+    "next_token ignores the temperature": ("generate", "[rng.random()], temperature)", "[rng.random()], 1.0)"),
+    "next_token draws at temperature 0 too": ("generate", "    if temperature == 0:\n        return int(np.argmax(logits.numpy()))\n", ""),
+    "next_token takes the least likely id at temperature 0": ("generate", "np.argmax(logits.numpy())",
+                                                               "np.argmin(logits.numpy())"),
 }
 
 
@@ -198,7 +288,7 @@ def test_training_check():
     assert "started" in _check_training((0, TRAIN_STEPS), (right - 1.0,))
 
 
-@pytest.mark.parametrize("model", ["train_rms_mlp", "train_tiny_gpt"])
+@pytest.mark.parametrize("model", ["train_rms_mlp", "train_layer_norm_mlp", "train_tiny_gpt"])
 def test_every_training_run_the_judge_draws_passes_with_a_margin(model):
     """With the book's rules, every run a training case can draw starts inside the start band (by 0.05: the first
     loss comes before any update, so no rule changes it beyond rounding) and ends at least 0.1 below TRAIN_HIGH, so

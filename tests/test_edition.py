@@ -247,10 +247,8 @@ def test_exercises_state_their_expected_time():
         line = next((s for s in first.splitlines() if s.startswith("Expected time: about ")), None)
         assert line, f"{assignment}: the first cell must say 'Expected time: about N hours.'"
         hours.append(float(line.split("about ")[1].split()[0]))
-    # Two ramps for now: exercises 1-8 were rewritten to the weight of a course (issues 34 and 35) and 9-10 are still
-    # their older, lighter selves (issue 35 rewrites them, at about 3-6 hours each); once it lands, one ramp over all ten.
-    for ramp in (hours[:8], hours[8:]):
-        assert ramp == sorted(ramp), f"the ramp: expected times must not fall from one exercise to the next: {hours}"
+    # one ramp over all ten, since exercises 1-10 were rewritten to the weight of a course (issues 34 and 35)
+    assert hours == sorted(hours), f"the ramp: expected times must not fall from one exercise to the next: {hours}"
     assert hours[0] <= 1.5 and hours[-1] >= 2
 
 

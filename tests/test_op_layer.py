@@ -91,11 +91,11 @@ def test_importing_every_module_leaves_the_tables_and_the_environment_alone():
     assert got["first"] == got["after"]
     assert got["env_same"], got["changed"]
     assert got["first"]["kernels"] == got["first"]["defaults"]
-    backward_kernels = {"gelu_backward", "softmax_backward", "scatter_add", "cross_entropy_backward",
-                        "layer_norm_backward"}
+    backward_kernels = {"gelu_backward", "softmax_backward", "scatter_add", "cross_entropy_backward"}
     assert backward_kernels <= set(got["first"]["kernels"])
     # exercise pieces keep their kernels inside the marked function: no table entry answers the exercise
-    assert not {"index_add", "rms_norm_backward", "attention_backward", "attention_cached", "adam"} & set(
+    assert not {"index_add", "layer_norm_backward", "rms_norm_backward", "attention_backward", "attention_cached",
+                "adam"} & set(
         got["first"]["kernels"])
     assert {"linear", "layer_norm", "rms_norm", "attention", "gelu", "matmul", "cross_entropy"} <= set(got["first"]["rules"])
 
@@ -169,10 +169,10 @@ def test_fused_ops_reach_their_kernel_through_the_table(name, run):
 
 
 def test_a_backward_kernel_can_be_swapped_too():
-    x, w = tg.randn(4, 8).requires_grad_(), tg.randn(8).requires_grad_()
-    F.layer_norm(x, w).sum().backward()
+    x = tg.randn(4, 8).requires_grad_()
+    F.gelu(x).sum().backward()
     assert np.abs(x.grad.numpy()).sum() > 0
     x.grad = None
-    with tg.kernels.use(layer_norm_backward=lambda x, w, mean, rstd, g, dx, dw, db: dx.fill(0)):
-        F.layer_norm(x, w).sum().backward()
+    with tg.kernels.use(gelu_backward=lambda shape, x, sx, ox, g, sg, og, out: out.fill(0)):
+        F.gelu(x).sum().backward()
     assert np.abs(x.grad.numpy()).sum() == 0

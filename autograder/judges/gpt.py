@@ -1,10 +1,13 @@
-"""Judge for assignment 09-gpt: the GPT's fused backward passes and its KV cache (exercises/09-gpt.ipynb).
+"""Judge for assignment 09-gpt: the GPT's fused backward passes, its KV cache and generation
+(exercises/09-gpt.ipynb).
 
-The learner writes three pieces of teenygrad: the backward rules of the fused ops "rms_norm" and "attention"
-(`ops.fused.rms_norm_backward`, `ops.fused.attention_backward`) and attention against a KV cache
-(`ops.fused.cached_attention`, with `functional.causal_attention`). The hidden tests install them, run
-teenygrad on the inputs below and report what it computed; this judge computes the same in numpy float64.
+The learner writes five pieces of teenygrad: the backward rules of the fused ops "layer_norm", "rms_norm" and
+"attention" (`ops.fused.layer_norm_backward`, `ops.fused.rms_norm_backward`, `ops.fused.attention_backward`),
+attention against a KV cache (`ops.fused.cached_attention`, with `functional.causal_attention`) and generation
+(`gpt.GPT.generate`, with `gpt.next_token`). The hidden tests install them, run teenygrad on the inputs below and
+report what it computed; this judge computes the same in numpy float64.
 
+  layer_norm_backward (x, w, b, g, transposed)    F.layer_norm(x, w, b).backward(g) -> (x.grad, w.grad, b.grad)
   rms_norm_backward   (x, w, g, transposed)       F.rms_norm(x, w).backward(g) -> (x.grad, w.grad)
   attention_backward  (qkv, n_head, g, transposed) F.causal_self_attention(qkv, n_head).backward(g) -> qkv.grad
                       (transposed: g handed over as a non-contiguous view)
@@ -12,10 +15,19 @@ teenygrad on the inputs below and report what it computed; this judge computes t
                       (qkv, k_cache, v_cache, start, n_head)
                                                    F.cached_attention, float32 -> (y, k_cache, v_cache) after the
                                                    call; 1 when start + T exceeds the cache (ValueError expected)
-                      (seed, tokens)               GPT.generate with and without the cache: the same tokens
-Training cases (seed, steps) of the two backward rules: a small model trained with the learner's rule in charge
-(an RMSNorm MLP language model; the one-layer GPT of the names); the loss must start near ln 27 and its last
-LAST steps average at most TRAIN_HIGH.
+                      (seed, tokens)               a small GPT fed token by token through its caches -> the logits,
+                                                   and the same positions' logits without a cache
+  generate            (seed, prompt, n, temperature, use_cache)
+                                                   GPT.generate(prompt, n, temperature, default_rng(seed), use_cache)
+                                                   on a small GPT -> (tokens, the model's logits before each token,
+                                                   computed without a cache, training mode after, its calls of the
+                                                   model: (tokens fed, with caches, start)); 1 for a
+                                                   negative temperature (ValueError expected). The judge replays
+                                                   the draws: argmax at temperature 0, else the inverse CDF of
+                                                   softmax(logits / temperature) at the step's rng.random()
+Training cases (seed, steps) of the three backward rules: a small model trained with the learner's rule in charge
+(an MLP language model with a LayerNorm, or an RMSNorm; the one-layer GPT of the names); the loss must start near
+ln 27 and its last LAST steps average at most TRAIN_HIGH.
 """
 from __future__ import annotations
 
@@ -56,6 +68,17 @@ def _check_training(case: Case, got: tuple) -> str | None:
 
 
 # ---- numpy references -------------------------------------------------------------------------------------------
+
+def layer_norm_backward_np(x, w, b, g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    C = x.shape[-1]
+    x2, g2 = x.reshape(-1, C), g.reshape(-1, C)
+    xc = x2 - x2.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((xc * xc).mean(-1, keepdims=True) + EPS)
+    xhat = xc * rstd
+    gh = g2 * w
+    dx = rstd * (gh - gh.mean(-1, keepdims=True) - xhat * (gh * xhat).mean(-1, keepdims=True))
+    return dx.reshape(x.shape), (g2 * xhat).sum(0), g2.sum(0)
+
 
 def rms_norm_backward_np(x, w, g) -> tuple[np.ndarray, np.ndarray]:
     C = x.shape[-1]
@@ -130,6 +153,23 @@ def _check_rms(case: Case, got: tuple) -> str | None:
     return why and f"x of shape {np.shape(x)}{' (g not contiguous)' if transposed else ''}: {why}"
 
 
+def _layer_norm_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for shape, scale, transposed in [((3, 5), 1.0, 0), ((2, 4, 6), 3.0, 0), ((1, 2), 1.0, 0), ((4, 3), 0.01, 0),
+                                     ((2, 3, 8), 1.0, 1), ((64, 32), 10.0, 0)]:
+        cases.append((rng.normal(size=shape) * scale + 0.5, rng.normal(size=shape[-1]), rng.normal(size=shape[-1]),
+                      rng.normal(size=shape), transposed))
+    return cases + [_training_case(rng)]
+
+
+def _check_layer_norm(case: Case, got: tuple) -> str | None:
+    if len(case) == 2:
+        return _check_training(case, got)
+    x, w, b, g, transposed = case
+    why = compare(got, layer_norm_backward_np(np.asarray(x), np.asarray(w), np.asarray(b), np.asarray(g)), FLOAT64)
+    return why and f"x of shape {np.shape(x)}{' (g not contiguous)' if transposed else ''}: {why}"
+
+
 def _attention_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
     for B, T, C, n_head, transposed in [(2, 5, 8, 2, 0), (1, 1, 4, 1, 0), (1, 4, 3, 3, 0), (2, 6, 12, 3, 1),
@@ -168,10 +208,12 @@ def _check_cached(case: Case, got: tuple) -> str | None:
         why = compare(got, (attention_np(*(np.asarray(a) for a in case)),), FLOAT64)
         return why and f"causal_attention, q {np.shape(case[0])} with {np.shape(case[1])[-2]} keys: {why}"
     if len(case) == 2:
-        if len(got) != 2 or got[0].shape != (case[1],):
-            return f"GPT.generate should give {case[1]} tokens"
-        if not np.array_equal(got[0], got[1]):
-            return f"GPT.generate with your cache gave {got[0].tolist()}, without a cache {got[1].tolist()}"
+        if len(got) != 2 or got[0].shape != got[1].shape or got[0].shape[0] != case[1]:
+            return f"a GPT fed {case[1]} tokens one by one through its caches should give the logits of each"
+        if not np.allclose(got[0], got[1], rtol=1e-3, atol=1e-4):
+            err = np.max(np.abs(got[0] - got[1]))
+            return f"a GPT fed token by token through your cache gives logits off by up to {err:.3g} from the whole " \
+                   "context's"
         return None
     qkv, kc, vc, start, n_head = case
     T, block = qkv.shape[1], kc.shape[2]
@@ -182,8 +224,76 @@ def _check_cached(case: Case, got: tuple) -> str | None:
     return why and f"cached_attention of {T} new positions from {start}, {n_head} heads (y, k_cache, v_cache): {why}"
 
 
+def _generate_cases(rng: np.random.Generator) -> list[Case]:
+    """(seed, prompt, n, temperature, use_cache) for the small GPT of the hidden tests (vocabulary 27, block_size 16):
+    within the context, past it (the cache is full: the context is cropped and run whole), temperature 0, a prompt
+    longer than the context, no cache, and a negative temperature."""
+    def seed():
+        return int(rng.integers(0, 1000))
+    cases = [(seed(), np.array([0]), 10, 1.0, 1), (seed(), np.array([0, 5, 13]), 25, 0.8, 1),
+             (seed(), np.array([0, 1, 14]), 12, 0.0, 1), (seed(), rng.integers(0, 27, 20), 6, 1.5, 1),
+             (seed(), np.array([0, 7]), 20, 1.0, 0), (seed(), np.array([3]), 1, 1.0, 1),
+             (seed(), np.array([0]), 3, -1.0, 1)]
+    return cases
+
+
+def expected_calls(prompt: int, n: int, use_cache: bool, block: int = 16) -> list[list[int]]:
+    """How generate calls the model, (tokens fed, 1 with caches, start) per new token: with the cache, the cropped
+    prompt, then one token at a time until the context is full, then the whole window without a cache."""
+    if not use_cache:
+        return [[min(prompt + i, block), 0, 0] for i in range(n)]
+    seen = min(prompt, block)
+    calls = [[seen, 1, 0]]
+    for _ in range(n - 1):
+        calls.append([1, 1, seen] if seen < block else [block, 0, 0])
+        seen = min(seen + 1, block)
+    return calls
+
+
+GEN_SLACK = 1e-5  # a draw landing this close to a step of the CDF may go either way (float32 logits)
+
+
+def _check_generate(case: Case, got: tuple) -> str | None:
+    seed, prompt, n, temperature, use_cache = case
+    where = f"generate({np.asarray(prompt).tolist()}, {n}, temperature={temperature}, use_cache={bool(use_cache)})"
+    if temperature < 0:
+        ok = len(got) == 1 and got[0].size == 1 and int(got[0].reshape(-1)[0]) == 1
+        return None if ok else f"{where}: a negative temperature must raise ValueError"
+    if len(got) != 4:
+        return f"{where}: the hidden tests reported {len(got)} values"
+    tokens, logits, training, calls = got
+    if tokens.shape != (n,) or not np.issubdtype(tokens.dtype, np.integer):
+        return f"{where} should return a list of {n} ints, got {tokens.tolist()}"
+    if int(training) != 1:
+        return f"{where}: the model was in training mode before generate and must be after it"
+    if logits.shape[0] != n or not np.all((0 <= tokens) & (tokens < logits.shape[1])):
+        return f"{where}: tokens {tokens.tolist()} are not ids of the vocabulary"
+    want = expected_calls(len(prompt), n, bool(use_cache))
+    if calls.tolist() != want:
+        return f"{where} should call the model {want} ((tokens fed, with caches, start) per call), got {calls.tolist()}"
+    draws = np.random.default_rng(int(seed))
+    for i, (tok, row) in enumerate(zip(tokens.tolist(), np.asarray(logits, np.float64))):
+        if temperature == 0:
+            if row[tok] < row.max() - 1e-5:
+                return f"{where}: at temperature 0, token {i + 1} should be the most likely id {int(row.argmax())}, " \
+                       f"got {tok}"
+            continue
+        u = draws.random()
+        z = row / temperature
+        p = np.exp(z - z.max())
+        cdf = np.cumsum(p / p.sum())
+        below = cdf[tok - 1] if tok > 0 else 0.0
+        if not below - GEN_SLACK <= u < cdf[tok] + GEN_SLACK:
+            want = int(min(np.searchsorted(cdf, u, side="right"), len(cdf) - 1))
+            return f"{where}: token {i + 1} should be {want} (the inverse CDF of the model's distribution at the " \
+                   f"step's rng.random() = {u:.4f}), got {tok} (tokens so far {tokens[:i + 1].tolist()})"
+    return None
+
+
 PARTS = {
+    "layer_norm_backward": Part(cases=_layer_norm_cases, check=_check_layer_norm),
     "rms_norm_backward": Part(cases=_rms_cases, check=_check_rms),
     "attention_backward": Part(cases=_attention_cases, check=_check_attention),
     "cached_attention": Part(cases=_cached_cases, check=_check_cached),
+    "generate": Part(cases=_generate_cases, check=_check_generate),
 }

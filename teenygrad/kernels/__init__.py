@@ -49,8 +49,8 @@ Movement (see `movement.py`):
 Backward kernels beside their forwards: gelu_backward (binary convention, out = g * gelu'(x));
     softmax_backward / log_softmax_backward(y, g, M, N, dx) (see `softmax.py`).
 Losses (see `loss.py`): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx).
-Fused transformer ops (see `fused.py`): add_bias, layer_norm (with its _backward), rms_norm, attention. The
-    backward of rms_norm and of attention and the KV-cached attention are pieces of exercise 9, with their
+Fused transformer ops (see `fused.py`): add_bias, layer_norm, rms_norm, attention. The backward of
+    layer_norm, of rms_norm and of attention and the KV-cached attention are pieces of exercise 9, with their
     kernels inside them (`teenygrad.ops.fused`).
 Optimizer updates (see `optim.py`): sgd, and sum_of_squares / scale for gradient clipping. Adam's update is a
     piece of exercise 7 (`teenygrad.optim.adam_update`), with its kernel inside it.

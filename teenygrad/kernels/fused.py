@@ -17,11 +17,11 @@ are what the kernel table (`teenygrad.kernels.KERNELS`) holds:
 
     add_bias(y, b)                                  y (R, C) += b (C,), in place: a linear layer's bias
     layer_norm(x, w, b, eps, y, mean, rstd)         x, y (R, C); w, b (C,); mean, rstd (R,) written
-    layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db)     dx (R, C) written; dw, db (C,) added into
     rms_norm(x, w, eps, y, rstd)                    x, y (R, C); w (C,); rstd (R,) written
     attention(qkv, nh, y, att)                      qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T)
-RMS norm's backward, attention's backward and attention against a KV cache are pieces of exercise 9: their
-kernels live inside `teenygrad.ops.fused.rms_norm_backward`, `attention_backward` and `cached_attention`.
+Layer norm's and RMS norm's backward, attention's backward and attention against a KV cache are pieces of
+exercise 9: their kernels live inside `teenygrad.ops.fused.layer_norm_backward`, `rms_norm_backward`,
+`attention_backward` and `cached_attention`.
 All arrays are C-contiguous numpy arrays of one float dtype.
 """
 from __future__ import annotations
@@ -86,44 +86,6 @@ def layer_norm_forward_parallel(x, w, b, eps, y, mean, rstd):
     R = x.shape[0]
     for k in prange(CHUNKS):
         layer_norm_forward_serial(x, w, b, eps, y, mean, rstd, k * R // CHUNKS, (k + 1) * R // CHUNKS)
-
-
-@fast
-def layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db, lo, hi):
-    """Rows lo..hi. With xhat = (x - mean) * rstd and gh = g * w (per row):
-        dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
-        dw += sum over the rows of g * xhat,   db += sum over the rows of g   (dw, db: (C,))"""
-    C = x.shape[1]
-    for r in range(lo, hi):
-        m, s = mean[r], rstd[r]
-        a = 0.0  # sum of gh
-        bsum = 0.0  # sum of gh * xhat
-        for c in range(C):
-            xh = (x[r, c] - m) * s
-            gh = g[r, c] * w[c]
-            a += gh
-            bsum += gh * xh
-            dw[c] += g[r, c] * xh
-            db[c] += g[r, c]
-        a /= C
-        bsum /= C
-        for c in range(C):
-            dx[r, c] = s * (g[r, c] * w[c] - a - (x[r, c] - m) * s * bsum)
-
-
-@parallel
-def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db):
-    """Each chunk of rows adds into its own row of partial sums, so no two threads ever add into the
-    same place; after the parallel loop, one thread adds the partial sums into dw, db."""
-    R, C = x.shape
-    dw_parts, db_parts = np.zeros((CHUNKS, C), dw.dtype), np.zeros((CHUNKS, C), db.dtype)
-    for k in prange(CHUNKS):
-        lo, hi = k * R // CHUNKS, (k + 1) * R // CHUNKS
-        layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], lo, hi)
-    for k in range(CHUNKS):
-        for c in range(C):
-            dw[c] += dw_parts[k, c]
-            db[c] += db_parts[k, c]
 
 
 # ---- RMS norm: y = x / sqrt(mean(x^2) + eps) * w -------------------------------------------------------
@@ -270,13 +232,6 @@ def layer_norm(x, w, b, eps, y, mean, rstd):
         layer_norm_forward_serial(x, w, b, eps, y, mean, rstd, 0, x.shape[0])
 
 
-def layer_norm_backward(x, w, mean, rstd, g, dx, dw, db):
-    if parallel_pays(g.size):
-        layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db)
-    else:
-        layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db, 0, x.shape[0])
-
-
 def rms_norm(x, w, eps, y, rstd):
     if parallel_pays(x.size):
         rms_norm_forward_parallel(x, w, eps, y, rstd)
@@ -292,5 +247,5 @@ def attention(qkv, nh, y, att):
         attention_forward_serial(qkv, nh, y, att, 0, B * nh)
 
 
-KERNELS = {"add_bias": add_bias, "layer_norm": layer_norm, "layer_norm_backward": layer_norm_backward,
+KERNELS = {"add_bias": add_bias, "layer_norm": layer_norm,
            "rms_norm": rms_norm, "attention": attention}

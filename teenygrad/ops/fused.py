@@ -5,8 +5,8 @@ Composed from Tensor ops, a layer norm is ~8 kernels and as many full-size tempo
 nodes per layer; fused, each reads its inputs once and writes its outputs once, and its backward uses what the
 forward saved (per-row mean and 1/std; the attention probabilities). `teenygrad.functional` exposes them as
 `F.linear`, `F.layer_norm`, ...; `F.unfused` swaps in the composed versions, so chapter 9 can measure what
-each fusion buys. RMS norm's backward, attention's backward and the KV-cached attention are exercise 9's pieces:
-their kernels are defined inside them.
+each fusion buys. Layer norm's and RMS norm's backward, attention's backward and the KV-cached attention are
+exercise 9's pieces: their kernels are defined inside them.
 """
 from __future__ import annotations
 
@@ -97,14 +97,61 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     return out
 
 
-def _layer_norm_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """With xhat = (x - mean) * rstd and gh = g * w:  dx = rstd (gh - mean(gh) - xhat mean(gh xhat)),
-    dw = sum over rows of g xhat,  db = sum over rows of g."""
+@exercise("09-gpt", "layer_norm_backward")
+def layer_norm_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward rule of the op "layer_norm", y = (x - mean) / sqrt(var + eps) * w + b over the last dim.
+
+    g: dL/dy, shaped like the input x (..., C). ctx holds what the forward saved: ctx.x, x as a contiguous
+    (R, C) tensor of its rows; ctx.w, the weight (C,) (ones when the norm has none); ctx.mean and ctx.rstd (R,),
+    each row's mean and 1 / sqrt(var + eps); ctx.inputs, the op's inputs (x, weight, bias). Returns (dx shaped
+    like the input x, dw of shape (C,), db of shape (C,)), in g's dtype."""
+    run = _COMPILED.get("layer_norm_backward")
+    if run is None:  # the kernels are defined here, so nothing else in the package computes this piece
+        @fast
+        def layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db, lo, hi):
+            """Rows lo..hi. With xhat = (x - mean) rstd and gh = g w (per row):
+            dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), dw += sum of g xhat, db += sum of g."""
+            C = x.shape[1]
+            for r in range(lo, hi):
+                m, s = mean[r], rstd[r]
+                a = 0.0  # sum of gh
+                bsum = 0.0  # sum of gh * xhat
+                for c in range(C):
+                    xh = (x[r, c] - m) * s
+                    gh = g[r, c] * w[c]
+                    a += gh
+                    bsum += gh * xh
+                    dw[c] += g[r, c] * xh
+                    db[c] += g[r, c]
+                a /= C
+                bsum /= C
+                for c in range(C):
+                    dx[r, c] = s * (g[r, c] * w[c] - a - (x[r, c] - m) * s * bsum)
+
+        @parallel
+        def layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db):
+            """Each chunk of rows adds into its own row of partial sums, so no two threads ever add into the
+            same place; after the parallel loop, one thread adds the partial sums into dw, db."""
+            R, C = x.shape
+            dw_parts, db_parts = np.zeros((CHUNKS, C), dw.dtype), np.zeros((CHUNKS, C), db.dtype)
+            for k in prange(CHUNKS):
+                lo, hi = k * R // CHUNKS, (k + 1) * R // CHUNKS
+                layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw_parts[k], db_parts[k], lo, hi)
+            for k in range(CHUNKS):
+                for c in range(C):
+                    dw[c] += dw_parts[k, c]
+                    db[c] += db_parts[k, c]
+
+        def launch(x, w, mean, rstd, g, dx, dw, db):
+            if parallel_pays(g.size):
+                layer_norm_backward_parallel(x, w, mean, rstd, g, dx, dw, db)
+            else:
+                layer_norm_backward_serial(x, w, mean, rstd, g, dx, dw, db, 0, x.shape[0])
+        run = _COMPILED["layer_norm_backward"] = launch
     g2, ga = _rows(g)
     dx = new(g2.shape, g.dtype)
     dw, db = zeros(g2.shape[1], dtype=g.dtype), zeros(g2.shape[1], dtype=g.dtype)
-    KERNELS["layer_norm_backward"](array(ctx.x), array(ctx.w), array(ctx.mean), array(ctx.rstd), ga, array(dx),
-                                   array(dw), array(db))
+    run(array(ctx.x), array(ctx.w), array(ctx.mean), array(ctx.rstd), ga, array(dx), array(dw), array(db))
     return dx.reshape(ctx.inputs[0].shape), dw, db
 
 
@@ -313,7 +360,7 @@ def cached_attention(qkv: Tensor, k_cache: np.ndarray, v_cache: np.ndarray, star
 
 RULES = {
     "linear": _linear_backward,            # dx = g W, dW = g^T x, db = sum of g
-    "layer_norm": _layer_norm_backward,    # one kernel: dx, dw, db
+    "layer_norm": layer_norm_backward,     # one kernel: dx, dw, db (a piece of exercise 9)
     "rms_norm": rms_norm_backward,         # one kernel: dx, dw (a piece of exercise 9)
     "attention": attention_backward,       # one kernel: dqkv (a piece of exercise 9)
 }
