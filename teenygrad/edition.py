@@ -105,11 +105,20 @@ class Piece:
     path: Path
     line: int      # the `def` line
     kernel: bool = False  # a numba kernel behind the part's Python-level piece: stubbed, never installed
-    lines: int = 0  # code lines of its body (`code_lines`): how much of the package the learner writes here
+    body: tuple[int, int] = (0, 0)  # the first and last line of its body (after the docstring's first line)
 
     @property
     def name(self) -> str:
         return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def lines(self) -> int:
+        """Code lines of its body (`code_lines`): how much of the package the learner writes here. Counted when
+        asked (the capstone weighs pieces by it), not in `pieces()`, which every `install` calls."""
+        first, last = self.body
+        if not first:  # a piece made by hand, not read from the source
+            return 0
+        return code_lines(textwrap.dedent("\n".join(self.path.read_text().splitlines()[first - 1:last])))
 
 
 def _marks(tree: ast.AST) -> Iterator[tuple[ast.FunctionDef, str, str, str, bool]]:
@@ -152,10 +161,9 @@ def _pieces_of(path: Path, package: Path) -> Iterator[Piece]:
     if "@exercise(" not in source:
         return
     module = ".".join(("teenygrad", *path.relative_to(package).with_suffix("").parts))
-    text = source.splitlines()
     for node, qualname, assignment, part, kernel in _marks(ast.parse(source)):
-        body = "\n".join(text[node.body[0].lineno - 1:node.end_lineno])
-        yield Piece(assignment, part, module, qualname, path, node.lineno, kernel, code_lines(textwrap.dedent(body)))
+        yield Piece(assignment, part, module, qualname, path, node.lineno, kernel,
+                    (node.body[0].lineno, node.end_lineno))
 
 
 NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,

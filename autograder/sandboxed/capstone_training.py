@@ -53,26 +53,51 @@ def train_names(tg, cfg, train: list, steps: int, lr: float = 0.01) -> tuple:
     return model, losses
 
 
-def train_shakespeare(tg, cfg, train_data: np.ndarray, steps: int, warmup: int, batch) -> tuple:
-    """Chapter 9's Shakespeare GPT: AdamW, warmup then cosine decay, gradients clipped to norm 1."""
-    from teenygrad import optim
-    from teenygrad.gpt import GPT
+SHAKESPEARE_LR, SHAKESPEARE_MIN_LR = 2e-3, 2e-4  # chapter 9's recipe: the peak and the floor of the schedule
 
-    lr, min_lr = 2e-3, 2e-4
-    tg.manual_seed(0)
-    model = GPT(cfg)
-    opt = optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
-    rng = np.random.default_rng(0)
-    losses = []
-    for step in range(steps):
-        opt.lr = optim.lr_at(step, steps, lr, warmup=warmup, min_lr=min_lr)
-        x, y = batch(train_data, rng)
-        _, loss = model(tg.tensor(x), tg.tensor(y))
+
+def shakespeare_step(model, opt):
+    """Chapter 9's Shakespeare training step: forward, backward, gradients clipped to norm 1, AdamW's update."""
+    from teenygrad import optim
+
+    def step(x, y):
+        _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
         optim.clip_grad_norm(model.parameters(), 1.0)
         opt.step()
-        losses.append(loss.item())
+        return loss
+    return step
+
+
+def adamw(model):
+    from teenygrad import optim
+
+    return optim.AdamW(model.parameters(), lr=SHAKESPEARE_LR, betas=(0.9, 0.99), weight_decay=0.1)
+
+
+def set_lr(opts: list, step: int, total: int, warmup: int) -> None:
+    """Warmup then cosine decay over `total` steps (a compiled step reads its optimizer's lr at every call)."""
+    from teenygrad import optim
+
+    for opt in opts:
+        opt.lr = optim.lr_at(step, total, SHAKESPEARE_LR, warmup=warmup, min_lr=SHAKESPEARE_MIN_LR)
+
+
+def train_shakespeare(tg, cfg, train_data: np.ndarray, steps: int, warmup: int, batch) -> tuple:
+    """Chapter 9's Shakespeare GPT: AdamW, warmup then cosine decay, gradients clipped to norm 1."""
+    from teenygrad.gpt import GPT
+
+    tg.manual_seed(0)
+    model = GPT(cfg)
+    opt = adamw(model)
+    step_of = shakespeare_step(model, opt)
+    rng = np.random.default_rng(0)
+    losses = []
+    for step in range(steps):
+        set_lr([opt], step, steps, warmup)
+        x, y = batch(train_data, rng)
+        losses.append(step_of(tg.tensor(x), tg.tensor(y)).item())
     return model, losses
 
 
@@ -81,31 +106,18 @@ def compiled_twins(tg, cfg, train_data: np.ndarray, steps: int, total: int, warm
     on the same batches for the first `steps` steps of the Shakespeare recipe (of `total`), one by the eager step
     and one by the same step through tg.compile: the learner's passes, fusion rules and code generation when mine/
     has them. Returns the two models, each one's losses and how often the compiled step was traced."""
-    from teenygrad import optim
     from teenygrad.gpt import GPT
 
-    lr, min_lr = 2e-3, 2e-4
     tg.manual_seed(0)
     eager_model, compiled_model = GPT(cfg), GPT(cfg)
     compiled_model.load_state_dict(eager_model.state_dict())
-    opts = [optim.AdamW(m.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
-            for m in (eager_model, compiled_model)]
-
-    def training_step(model, opt):
-        def step(x, y):
-            _, loss = model(x, y)
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm(model.parameters(), 1.0)
-            opt.step()
-            return loss
-        return step
-    eager, compiled = training_step(eager_model, opts[0]), tg.compile(training_step(compiled_model, opts[1]))
+    opts = [adamw(eager_model), adamw(compiled_model)]
+    eager = shakespeare_step(eager_model, opts[0])
+    compiled = tg.compile(shakespeare_step(compiled_model, opts[1]))
     rng = np.random.default_rng(0)
     losses = {"eager": [], "compiled": []}
     for step in range(steps):
-        for opt in opts:  # the compiled step reads its optimizer's lr at every call
-            opt.lr = optim.lr_at(step, total, lr, warmup=warmup, min_lr=min_lr)
+        set_lr(opts, step, total, warmup)
         x, y = batch(train_data, rng)
         losses["eager"].append(eager(tg.tensor(x), tg.tensor(y)).item())
         losses["compiled"].append(compiled(tg.tensor(x), tg.tensor(y)).item())
