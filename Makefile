@@ -29,9 +29,14 @@ $(STAMP): requirements.txt pyproject.toml
 	@# uv installs the requirements in about 20 s where pip takes 75 (a fresh machine, no download cache); uv reads
 	@# no pip.conf, so where it cannot reach an index (a mirror only pip is configured for) pip installs them instead
 	$(BIN)/python -m pip install --quiet $(UV)
-	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -r requirements.txt \
+	@# --compile-bytecode: uv leaves the .pyc files out unless asked (pip writes them), and where the environment sets
+	@# PYTHONDONTWRITEBYTECODE (as on CI machines) Python never writes them either: then every process the book and
+	@# the tests start (each grader, sandbox and kernel) compiles numpy, numba, nbgrader, ... from source again,
+	@# about 60% of a grader's start-up. Written once here, they are only read after.
+	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt \
 		|| $(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m compileall -q -j 0 teenygrad autograder
 	@# jsonschema imports rfc3987-syntax when it is there (an optional extra jupyter-events pulls in), and that builds
 	@# 38 parsers at import: 2-3 s in every process that reads a notebook (the grader, each sandbox, the book build).
 	@# Nothing here validates IRIs; jsonschema skips that check without it.
