@@ -306,7 +306,7 @@ def learners_function(namespace: dict[str, Any], piece: Piece) -> Callable[..., 
     a class of theirs of the piece's class name, else a top-level function of its name, else None."""
     owner, _, name = piece.qualname.rpartition(".")
     cls = namespace.get(owner.rsplit(".", 1)[-1]) if owner else None
-    if isinstance(cls, type) and cls.__module__ == namespace.get("__name__") and callable(vars(cls).get(name)):
+    if isinstance(cls, type) and cls.__module__.split(".")[0] != "teenygrad" and callable(vars(cls).get(name)):
         return vars(cls)[name]
     return namespace.get(name)
 
