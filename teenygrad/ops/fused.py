@@ -5,8 +5,8 @@ Composed from Tensor ops, a layer norm is ~8 kernels and as many full-size tempo
 nodes per layer; fused, each reads its inputs once and writes its outputs once, and its backward uses what the
 forward saved (per-row mean and 1/std; the attention probabilities). `teenygrad.functional` exposes them as
 `F.linear`, `F.layer_norm`, ...; `F.unfused` swaps in the composed versions, so chapter 9 can measure what
-each fusion buys. Layer norm's and RMS norm's backward, attention's backward and the KV-cached attention are
-exercise 9's pieces: their kernels are defined inside them.
+each fusion buys. Linear's backward rule is exercise 7's piece; layer norm's and RMS norm's backward, attention's
+backward and the KV-cached attention are exercise 9's: their kernels are defined inside them.
 """
 from __future__ import annotations
 
