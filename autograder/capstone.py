@@ -130,7 +130,7 @@ def recorded_parts(folder: Path) -> dict[tuple[str, str], str]:
         defined = mine.top_level_names(ast.unparse(tree))
         for part, pieces in edition.parts(path.stem).items():
             if part in listed:
-                missing = [p.name for p in pieces if p.name not in defined]
+                missing = [p.qualname for p in pieces if not defined & set(p.spellings)]
                 found[(path.stem, part)] = f"{path.name} does not define {', '.join(missing)}" if missing else ""
     return found
 

@@ -111,11 +111,14 @@ def plain_python(source: str) -> str:
 
 
 def top_level_names(source: str) -> set[str]:
-    """The names a module's top level binds (defs, classes, assignments, imports)."""
+    """The names a module's top level binds (defs, classes, assignments, imports), and `Class.method` for the
+    methods its classes define (a piece's `spellings`)."""
     names: set[str] = set()
     for node in ast.parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
+            body = node.body if isinstance(node, ast.ClassDef) else []
+            names |= {f"{node.name}.{f.name}" for f in body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
@@ -223,7 +226,8 @@ def record(nb: nbformat.NotebookNode, assignment: str, passed: list[str], failed
         code = plain_python(solutions[part]) if part in solutions else ""
         if part in passed and part in solutions:
             why = f"the setup cell: {why_setup}" if why_setup else python_error(code, part)
-            missing = [] if why else [p.name for p in pieces[part] if p.name not in top_level_names(code)]
+            defined = set() if why else top_level_names(code)
+            missing = [] if why else [p.qualname for p in pieces[part] if not defined & set(p.spellings)]
             if missing:
                 why = f"the cell defines no {', '.join(missing)} at the top level"
             if not why:

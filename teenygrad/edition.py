@@ -112,6 +112,14 @@ class Piece:
         return self.qualname.rsplit(".", 1)[-1]
 
     @property
+    def spellings(self) -> tuple[str, ...]:
+        """How a learner's file may define it: a top-level function of its name, or, for a method, that method of a
+        class of its class's name (`class Linear` with `def __init__`, for nn.Linear.__init__: the layers'
+        methods share names, so they cannot all be top-level functions)."""
+        owner = self.qualname.rsplit(".", 2)[-2:]
+        return (self.name, ".".join(owner)) if len(owner) == 2 else (self.name,)
+
+    @property
     def lines(self) -> int:
         """Code lines of its body (`code_lines`): how much of the package the learner writes here. Counted when
         asked (the capstone weighs pieces by it), not in `pieces()`, which every `install` calls."""
@@ -277,19 +285,30 @@ def load_mine(folder: Path | None = None) -> list[tuple[str, str]]:
                   file=sys.stderr)
             continue
         for part in namespace.get("PARTS", []):
-            names = [p.name for p in parts(assignment).get(part, []) if not p.kernel]
-            if not names:  # recorded by an older edition of the exercise, whose parts have changed since
+            if not [p for p in parts(assignment).get(part, []) if not p.kernel]:
+                # recorded by an older edition of the exercise, whose parts have changed since
                 print(f"teenygrad: {path} lists part {part!r}, which is no longer a piece of exercise {assignment}; "
                       "it is ignored", file=sys.stderr)
                 continue
-            missing = [n for n in names if n not in namespace]
+            found = {p.qualname: learners_function(namespace, p) for p in parts(assignment)[part] if not p.kernel}
+            missing = [q for q, fn in found.items() if fn is None]
             if missing:
                 print(f"teenygrad: {path} lists part {part!r} but does not define {', '.join(missing)}; "
                       "the book's piece is used", file=sys.stderr)
                 continue
-            install(assignment, part, *(namespace[n] for n in names), origin=str(path))
+            install(assignment, part, *found.values(), origin=str(path))
             done.append((assignment, part))
     return done
+
+
+def learners_function(namespace: dict[str, Any], piece: Piece) -> Callable[..., Any] | None:
+    """The learner's function for `piece` in the namespace their file ran in (see `Piece.spellings`): the method of
+    a class of theirs of the piece's class name, else a top-level function of its name, else None."""
+    owner, _, name = piece.qualname.rpartition(".")
+    cls = namespace.get(owner.rsplit(".", 1)[-1]) if owner else None
+    if isinstance(cls, type) and cls.__module__.split(".")[0] != "teenygrad" and callable(vars(cls).get(name)):
+        return vars(cls)[name]
+    return namespace.get(name)
 
 
 def table() -> list[tuple[str, str, str, str]]:

@@ -22,8 +22,10 @@ __all__ = ["linear", "embedding", "layer_norm", "rms_norm", "dropout", "causal_a
            "cached_attention", "cross_entropy", "gelu", "layer_norm_unfused", "rms_norm_unfused"]
 
 
+@exercise("07-neural-nets", "embedding")
 def embedding(index: Tensor, weight: Tensor) -> Tensor:
-    """Rows of `weight` (num, dim) picked by the integer `index` (any shape) -> (*index.shape, dim)."""
+    """Rows of `weight` (num, dim) picked by the integer `index` (any shape) -> (*index.shape, dim), through
+    index_select (whose backward adds a row's gradients when an id comes twice)."""
     flat = index.reshape(-1)
     return weight.index_select(0, flat).reshape(*index.shape, weight.shape[1])
 

@@ -216,19 +216,33 @@ class Sequential(ModuleList):
 
 # ---- layers ---------------------------------------------------------------------------------------------------
 
+def _sizes(layer: str, **sizes: int) -> None:
+    """Every size a positive int, else ValueError naming the layer and the size."""
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"{layer}: {name} must be a positive int, got {n!r}")
+
+
 class Linear(Module):
     """y = x W^T + b with W of shape (out_features, in_features), as in PyTorch.
 
     W and b start uniform(-1/sqrt(in), 1/sqrt(in)): each output is a sum of `in` terms, so this keeps
     its variance about Var(x)/3 whatever the width."""
 
+    @exercise("07-neural-nets", "linear")
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: object = float32) -> None:
-        self.in_features, self.out_features = in_features, out_features
+        """Keep the sizes (`in_features`, `out_features`); parameters of `dtype` drawn from teenygrad's generator,
+        `weight` (out_features, in_features) first, then `bias` (out_features,) or None, both uniform(-1/sqrt(in),
+        1/sqrt(in)). A size that is not a positive int: ValueError."""
+        _sizes("Linear", in_features=in_features, out_features=out_features)
+        self.in_features, self.out_features = int(in_features), int(out_features)
         bound = 1.0 / math.sqrt(in_features)
         self.weight = init.uniform_(parameter(out_features, in_features, dtype=dtype), -bound, bound)
         self.bias = init.uniform_(parameter(out_features, dtype=dtype), -bound, bound) if bias else None
 
+    @exercise("07-neural-nets", "linear")
     def forward(self, x: Tensor) -> Tensor:
+        """x (..., in_features) -> x W^T + b (..., out_features): one op, F.linear, with one backward rule."""
         return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
@@ -238,11 +252,18 @@ class Linear(Module):
 class Embedding(Module):
     """A lookup table: row i of `weight` (num_embeddings, embedding_dim) for index i; starts normal(0, 1)."""
 
+    @exercise("07-neural-nets", "embedding")
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype: object = float32) -> None:
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        """Keep the sizes; the parameter `weight` (num_embeddings, embedding_dim) of `dtype`, drawn normal(0, 1) from
+        teenygrad's generator. A size that is not a positive int: ValueError."""
+        _sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.weight = init.normal_(parameter(num_embeddings, embedding_dim, dtype=dtype))
 
+    @exercise("07-neural-nets", "embedding")
     def forward(self, index: Tensor) -> Tensor:
+        """Integer ids of any shape -> their rows, (*index.shape, embedding_dim), through F.embedding (the gradient
+        of a row used twice is the sum of both)."""
         return F.embedding(index, self.weight)
 
     def extra_repr(self) -> str:
@@ -252,12 +273,20 @@ class Embedding(Module):
 class LayerNorm(Module):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim; weight starts at 1, bias at 0."""
 
+    @exercise("07-neural-nets", "layer_norm")
     def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True, dtype: object = float32) -> None:
-        self.dim, self.eps = dim, eps
+        """Keep `dim` and `eps`; the parameters `weight` (dim,) of ones and `bias` (dim,) of zeros (or None), of
+        `dtype`. dim not a positive int, or eps not > 0: ValueError."""
+        _sizes("LayerNorm", dim=dim)
+        if not eps > 0:
+            raise ValueError(f"LayerNorm: eps must be > 0, got {eps}")
+        self.dim, self.eps = int(dim), float(eps)
         self.weight = init.ones_(parameter(dim, dtype=dtype))
         self.bias = parameter(dim, dtype=dtype) if bias else None
 
+    @exercise("07-neural-nets", "layer_norm")
     def forward(self, x: Tensor) -> Tensor:
+        """Normalise x's last dim (of size dim) through F.layer_norm."""
         return F.layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
@@ -267,11 +296,19 @@ class LayerNorm(Module):
 class RMSNorm(Module):
     """y = x / sqrt(mean(x^2) + eps) * weight over the last dim (no centring, no bias); weight starts at 1."""
 
+    @exercise("07-neural-nets", "rms_norm")
     def __init__(self, dim: int, eps: float = 1e-5, dtype: object = float32) -> None:
-        self.dim, self.eps = dim, eps
+        """Keep `dim` and `eps`; the parameter `weight` (dim,) of ones, of `dtype`. dim not a positive int, or eps not
+        > 0: ValueError."""
+        _sizes("RMSNorm", dim=dim)
+        if not eps > 0:
+            raise ValueError(f"RMSNorm: eps must be > 0, got {eps}")
+        self.dim, self.eps = int(dim), float(eps)
         self.weight = init.ones_(parameter(dim, dtype=dtype))
 
+    @exercise("07-neural-nets", "rms_norm")
     def forward(self, x: Tensor) -> Tensor:
+        """Normalise x's last dim (of size dim) through F.rms_norm."""
         return F.rms_norm(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:
@@ -281,12 +318,16 @@ class RMSNorm(Module):
 class Dropout(Module):
     """In training, zero each element with probability p and scale the rest by 1/(1-p); in eval, the identity."""
 
+    @exercise("07-neural-nets", "dropout")
     def __init__(self, p: float = 0.5) -> None:
+        """Keep p, a float in [0, 1), else ValueError."""
         if not 0 <= p < 1:
             raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
-        self.p = p
+        self.p = float(p)
 
+    @exercise("07-neural-nets", "dropout")
     def forward(self, x: Tensor) -> Tensor:
+        """F.dropout of x with this module's p, in training mode when self.training."""
         return F.dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:

@@ -20,7 +20,7 @@ from teenygrad.edition import exercise
 from teenygrad.ops.buffers import copy_into
 from teenygrad.tensor import Tensor, full, rand, randn
 
-__all__ = ["uniform_", "normal_", "constant_", "zeros_", "ones_", "calculate_gain", "xavier_uniform_",
+__all__ = ["uniform_", "normal_", "constant_", "zeros_", "ones_", "fans", "calculate_gain", "xavier_uniform_",
            "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
 
 
@@ -55,43 +55,51 @@ def ones_(t: Tensor) -> Tensor:
     return constant_(t, 1.0)
 
 
-def _fans(t: Tensor) -> tuple[int, int]:
-    """(fan_in, fan_out) of a weight stored as (out, in, *receptive field), PyTorch's layout."""
+@exercise("07-neural-nets", "xavier")
+def fans(t: Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out), two ints, of a weight stored as (out, in, *receptive field), PyTorch's layout: in and out
+    times the product of the dims after the second. Fewer than 2 dims: ValueError."""
     if t.ndim < 2:
         raise ValueError(f"fan in and fan out need a tensor with at least 2 dims, got shape {t.shape}")
     field = math.prod(t.shape[2:])
     return t.shape[1] * field, t.shape[0] * field
 
 
+@exercise("07-neural-nets", "xavier")
 def calculate_gain(nonlinearity: str) -> float:
-    """The factor that undoes how much an activation shrinks the variance (PyTorch's values)."""
+    """The factor that undoes how much an activation shrinks the variance, PyTorch's values: 1 for "linear" and
+    "sigmoid", 5/3 for "tanh", sqrt(2) for "relu" and "gelu"; another name: ValueError naming the known ones."""
     gains = {"linear": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3.0, "relu": math.sqrt(2.0), "gelu": math.sqrt(2.0)}
     if nonlinearity not in gains:
         raise ValueError(f"calculate_gain: unknown nonlinearity {nonlinearity!r}; known: {', '.join(gains)}")
     return gains[nonlinearity]
 
 
+@exercise("07-neural-nets", "xavier")
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
-    """uniform(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
-    fan_in, fan_out = _fans(t)
+    """Fill t (at least 2 dims, else ValueError) in place from uniform(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)),
+    drawn from teenygrad's generator; returns t."""
+    fan_in, fan_out = fans(t)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -a, a)
 
 
+@exercise("07-neural-nets", "xavier")
 def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
-    """normal(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
-    fan_in, fan_out = _fans(t)
+    """Fill t (at least 2 dims, else ValueError) in place from normal(0, std^2), std = gain * sqrt(2 / (fan_in +
+    fan_out)), drawn from teenygrad's generator; returns t."""
+    fan_in, fan_out = fans(t)
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
 @exercise("07-neural-nets", "kaiming")
 def kaiming_uniform_(t: Tensor, nonlinearity: str = "relu") -> Tensor:
     """uniform(-a, a) with a = gain * sqrt(3 / fan_in)."""
-    a = calculate_gain(nonlinearity) * math.sqrt(3.0 / _fans(t)[0])
+    a = calculate_gain(nonlinearity) * math.sqrt(3.0 / fans(t)[0])
     return uniform_(t, -a, a)
 
 
 @exercise("07-neural-nets", "kaiming")
 def kaiming_normal_(t: Tensor, nonlinearity: str = "relu") -> Tensor:
     """normal(0, std^2) with std = gain / sqrt(fan_in)."""
-    return normal_(t, 0.0, calculate_gain(nonlinearity) / math.sqrt(_fans(t)[0]))
+    return normal_(t, 0.0, calculate_gain(nonlinearity) / math.sqrt(fans(t)[0]))

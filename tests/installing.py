@@ -15,7 +15,8 @@ def pieces_from(namespace: dict, assignment: str, parts=None) -> Iterator[None]:
         for part, pieces in edition.parts(assignment).items():
             if parts is not None and part not in parts:
                 continue
-            edition.install(assignment, part, *(namespace[p.name] for p in pieces if not p.kernel))
+            edition.install(assignment, part, *(edition.learners_function(namespace, p) for p in pieces
+                                                  if not p.kernel))
             done.append(part)
         yield
     finally:

@@ -273,6 +273,25 @@ def test_loading_mine_installs_the_learners_pieces(tmp_path):
     assert out.stdout.strip() == "False", "without TEENYGRAD=mine, importing teenygrad must not load mine/"
 
 
+def test_a_method_piece_is_found_in_the_learners_class_of_its_name():
+    """The layers' methods share names (`__init__`, `forward`), so a learner writes them in a class of the layer's name:
+    mine files, `make check` and the capstone find them there; a top-level function still answers any other piece."""
+    from autograder import mine
+
+    linear = {p.qualname: p for p in edition.parts("07-neural-nets")["linear"]}
+    namespace: dict = {"__name__": "teenygrad_mine_07_neural_nets"}
+    exec("class Linear:\n    def __init__(self, a, b): pass\n    def forward(self, x): return x\n\n"
+         "def forward(x): return 'top level'\n\ndef linear_backward(ctx, g): return g\n", namespace)
+    assert edition.learners_function(namespace, linear["Linear.forward"]) is vars(namespace["Linear"])["forward"]
+    assert edition.learners_function(namespace, linear["linear_backward"]) is namespace["linear_backward"]
+    assert edition.learners_function({"Linear": tg.nn.Linear}, linear["Linear.forward"]) is None  # teenygrad's own
+    step = next(p for p in edition.parts("07-neural-nets")["optimizer"] if p.name == "step")
+    assert edition.learners_function({"step": len}, step) is len  # a method written as a top-level function
+    names = mine.top_level_names("class Linear:\n    def __init__(self): pass\n\ndef linear_backward(ctx, g): pass\n")
+    assert all(set(p.spellings) & names for qualname, p in linear.items() if qualname != "Linear.forward")
+    assert not set(linear["Linear.forward"].spellings) & names
+
+
 def test_importing_teenygrad_installs_nothing():
     assert not any(edition.is_mine(p.assignment, p.part) for p in edition.pieces()) or os.environ.get("TEENYGRAD")
     assert tg.edition is edition

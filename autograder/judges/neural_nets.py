@@ -1,7 +1,7 @@
 """Judge for assignment 07-neural-nets: the machinery chapter 7's networks train on
 (exercises/07-neural-nets.ipynb).
 
-The learner writes eight pieces of teenygrad; the hidden tests install them and run teenygrad on the cases below,
+The learner writes fourteen parts of teenygrad; the hidden tests install them and run teenygrad on the cases below,
 and this judge checks the outputs in numpy float64 (or against the names a structure must list).
 
   modules          (structure, seed)                  -> (module names, parameter names, 1 where the tensor is
@@ -25,6 +25,22 @@ and this judge checks the outputs in numpy float64 (or against the names a struc
                                                          the values after, every .grad None after zero_grad)
   dropout          (shape, p, training, seed, dtype bits)  -> (values, x itself returned, dL/dx of a sum)
                    (shape, p outside [0, 1), ...)     -> 1 if ValueError was raised
+                   ("module", shape, p, training, seed, bits)  -> nn.Dropout: (values, x itself returned, its p)
+  xavier           ("fans", shape)                    -> (fan_in, fan_out), or 1 if ValueError was raised
+                   ("gain", name)                     -> (the gain, 1 if ValueError was raised)
+                   ("xavier", shape, gain, kind, seed)  -> (values, returned t itself, reproducible)
+  linear           ("init", in, out, bias, bits, seed)  -> (weight, bias or empty, [in, out, bias is None, leaves,
+                                                         dtype bits, reproducible])
+                   ("error", in, out)                 -> 1 if ValueError was raised
+                   ("forward", x, W, b, has bias, g)  -> (y, dL/dx, dL/dW, dL/db or empty, 1 if y's op is "linear")
+                                                         of L = sum(g * y), float64
+                   ("train", seed, steps)             -> the losses of a 2-16-3 network of nn.Linear, SGD by hand
+  embedding        ("init", num, dim, bits, seed)     -> (weight, [num, dim, leaf, dtype bits, reproducible])
+                   ("error", num, dim)                -> 1 if ValueError was raised
+                   ("forward", ids, table, g)         -> (rows, dL/dtable) of L = sum(g * rows), float64
+  layer_norm       ("init", dim, eps, bias, bits)     -> (weight, bias or empty, [dim, eps, bias is None, leaves, bits])
+  rms_norm         ("error", dim, eps)                -> 1 if ValueError was raised
+                   ("forward", x, w, b, has bias, eps)  -> the layer's output (rms_norm: b unused), float64
   batches          (n, batch_size, shuffle, drop_last, seed, seeded teenygrad)
                                                       -> (rows in the order served, batch sizes, all checks held)
                    (n, batch_size, first dim of the second tensor)  -> 1 if the call itself raised ValueError
@@ -478,9 +494,298 @@ def _check_dropout(case: Case, outputs: tuple) -> str | None:
     if got.shape != want.shape or not np.allclose(got, want, **tol):
         return (f"{what}: wrong values (keep where tg.rand(*x.shape, dtype=x.dtype) >= p, drawn from teenygrad's "
                 "generator, and scale what is kept by 1 / (1 - p))")
-    if not np.allclose(np.asarray(outputs[2], np.float64), keep / (1 - p), **tol):
+    if outputs[2] is not None and not np.allclose(np.asarray(outputs[2], np.float64), keep / (1 - p), **tol):
         return f"{what}: the gradient with respect to x must be the mask scaled by 1 / (1 - p)"
     return None
+
+
+# ---- dropout's module ------------------------------------------------------------------------------------------------
+
+def _dropout_module_cases(rng: np.random.Generator) -> list[Case]:
+    out = [("module", np.array(shape), p, training, int(rng.integers(0, 10**6)), bits)
+           for shape, p, training, bits in [((30, 20), 0.3, 1, 64), ((5, 4), 0.6, 0, 32), ((50,), 0.0, 1, 64)]]
+    return out + [("module", np.array((3,)), 1.0, 1, 0, 64), ("module", np.array((3,)), -0.5, 0, 0, 64)]
+
+
+def _check_dropout_module(case: Case, outputs: tuple) -> str | None:
+    _, shape, p, training, seed, bits = case
+    what = f"nn.Dropout({p}) with training={bool(training)}"
+    if not 0 <= p < 1:
+        raised = len(outputs) == 1 and outputs[0].size == 1 and int(outputs[0].reshape(-1)[0]) == 1
+        return None if raised else f"nn.Dropout({p}) must raise ValueError when it is made"
+    if len(outputs) != 3:
+        return f"expected (values, x itself returned, p), got {len(outputs)} outputs"
+    if not np.isclose(float(outputs[2]), p):
+        return f"{what}: the module must keep p as .p"
+    why = _check_dropout((shape, p, training, seed, bits), (outputs[0], outputs[1], None))
+    return why and f"{what}: {why}"
+
+
+def _dropout_all_cases(rng: np.random.Generator) -> list[Case]:
+    return _dropout_cases(rng) + _dropout_module_cases(rng)
+
+
+def _check_dropout_any(case: Case, outputs: tuple) -> str | None:
+    return _check_dropout_module(case, outputs) if isinstance(case[0], str) else _check_dropout(case, outputs)
+
+
+# ---- statistics of an initialiser's draw ---------------------------------------------------------------------------
+
+def _raised(outputs: tuple) -> bool:
+    return len(outputs) == 1 and outputs[0].size == 1 and int(outputs[0].reshape(-1)[0]) == 1
+
+
+def _spread(w: np.ndarray, name: str, kind: str, std: float, mean: float = 0.0) -> str | None:
+    """None when w looks drawn from `kind` ("uniform" on mean +- std sqrt 3, or "normal") with that mean and std: no
+    value past a uniform's bound, the mean and std within what len(w) draws allow, and a normal's tails."""
+    w = np.asarray(w, np.float64).reshape(-1)
+    n = w.size
+    if kind == "uniform" and np.abs(w - mean).max() > std * math.sqrt(3) * (1 + 1e-5):
+        return (f"{name}: values up to {np.abs(w - mean).max():.4g} from {mean:g}, beyond the bound "
+                f"{std * math.sqrt(3):.4g}")
+    if n < 200:
+        return None  # too few draws for the moments
+    std_tol = 5 * (0.45 if kind == "uniform" else 0.71) / math.sqrt(n)  # five standard errors of the sample std
+    if abs(w.mean() - mean) > 5 * std / math.sqrt(n) or abs(w.std() / std - 1) > std_tol:
+        return f"{name}: mean {w.mean():.4g} and std {w.std():.4g}; expected mean {mean:g} and std {std:.4g}"
+    if kind == "normal" and n >= 5000 and np.mean(np.abs(w - mean) > 2 * std) < 0.035:  # a normal: 4.6%, a uniform: 0
+        return f"{name}: the values are not spread like a normal distribution"
+    return None
+
+
+# ---- xavier: fans, gains, Xavier ------------------------------------------------------------------------------------
+
+def _fans_of(shape) -> tuple[int, int]:
+    field = math.prod(shape[2:])
+    return shape[1] * field, shape[0] * field
+
+
+def _xavier_cases(rng: np.random.Generator) -> list[Case]:
+    cases: list[Case] = [("fans", np.array(s)) for s in [(5, 3), (64, 3, 5, 5), (7, 2, 1, 4), (1, 1), (9,), ()]]
+    cases += [("gain", name) for name in ["linear", "sigmoid", "tanh", "relu", "gelu", "leaky", "Tanh"]]
+    for i, shape in enumerate([(300, 200), (64, 30, 5, 5), (2000, 20), (40, 1000)]):
+        for kind in ("uniform", "normal"):
+            cases.append(("xavier", np.array(shape), [1.0, 5 / 3, math.sqrt(2), 0.5][i], kind,
+                          int(rng.integers(0, 10**6))))
+    return cases + [("xavier", np.array((6,)), 1.0, "uniform", 0), ("xavier", np.array((6,)), 1.0, "normal", 0)]
+
+
+GAIN_VALUES = {"linear": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3.0, "relu": math.sqrt(2.0), "gelu": math.sqrt(2.0)}
+
+
+def _check_xavier(case: Case, outputs: tuple) -> str | None:
+    what = case[0]
+    if what == "fans":
+        shape = tuple(int(s) for s in np.atleast_1d(case[1]))
+        if len(shape) < 2:
+            return None if _raised(outputs) else f"fans of a tensor of shape {shape} must raise ValueError"
+        got = np.asarray(outputs[0]).reshape(-1).tolist() if len(outputs) == 1 else None
+        return None if got == list(_fans_of(shape)) else \
+            f"fans of shape {shape}: got {got}, expected (fan_in, fan_out) = {_fans_of(shape)}"
+    if what == "gain":
+        name, want = str(case[1]), GAIN_VALUES.get(str(case[1]))
+        if len(outputs) != 2:
+            return f"expected (gain, raised), got {len(outputs)} outputs"
+        raised = int(outputs[1]) == 1
+        if want is None:
+            return None if raised else f"calculate_gain({name!r}) must raise ValueError (an unknown name)"
+        if raised or not np.isclose(float(outputs[0]), want, rtol=1e-12):
+            got = "it raised" if raised else f"got {float(outputs[0]):.6g}"
+            return f"calculate_gain({name!r}) is {want:.6g}, {got}"
+        return None
+    _, shape, gain, kind, _seed = case
+    shape = tuple(int(s) for s in np.atleast_1d(shape))
+    name = f"xavier_{kind}_(shape {shape}, gain={gain:.4g})"
+    if len(shape) < 2:
+        return None if _raised(outputs) else f"xavier_{kind}_ of a tensor of shape {shape} must raise ValueError"
+    if len(outputs) != 3:
+        return f"expected (values, is t, reproducible), got {len(outputs)} outputs"
+    w = np.asarray(outputs[0], np.float64)
+    if w.shape != shape:
+        return f"{name}: the tensor has shape {w.shape}"
+    if not int(outputs[1]):
+        return f"{name}: must fill t in place and return t itself"
+    if not int(outputs[2]):
+        return f"{name}: two draws after the same tg.manual_seed differ (draw from teenygrad's generator)"
+    fan_in, fan_out = _fans_of(shape)
+    return _spread(w, name, kind, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+# ---- linear --------------------------------------------------------------------------------------------------------
+
+def _linear_cases(rng: np.random.Generator) -> list[Case]:
+    cases: list[Case] = []
+    for n_in, n_out, bias, bits in [(400, 300, 1, 32), (30, 2000, 1, 64), (2000, 25, 0, 32), (1, 1, 1, 64),
+                                    (7, 3, 0, 64)]:
+        cases.append(("init", n_in, n_out, bias, bits, int(rng.integers(0, 10**6))))
+    cases += [("error", 0, 3), ("error", 4, 0)]
+    for lead, n_in, n_out, bias in [((5,), 3, 4, 1), ((2, 3), 6, 2, 1), ((4,), 5, 3, 0), ((), 4, 2, 1), ((1,), 1, 1, 1),
+                                    ((2, 1, 3), 3, 5, 0)]:
+        x = rng.normal(size=lead + (n_in,))
+        w, b = rng.normal(size=(n_out, n_in)), rng.normal(size=n_out) if bias else np.zeros(0)
+        cases.append(("forward", x, w, b, bias, rng.normal(size=lead + (n_out,))))
+    return cases + [("train", int(rng.choice(TRAINING_SEEDS)), TRAINING_STEPS)]
+
+
+def _loss_linear(x, w, b, g) -> float:
+    y = x @ w.T + (b if b.size else 0.0)
+    return float((g * y).sum())
+
+
+def _finite_differences(f, arrays: list[np.ndarray], h: float = 1e-5) -> list[np.ndarray]:
+    """Central differences of the scalar f(*arrays) with respect to each array, in float64."""
+    grads = []
+    for k, a in enumerate(arrays):
+        grad = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            plus, minus = [x.copy() for x in arrays], [x.copy() for x in arrays]
+            plus[k][i] += h
+            minus[k][i] -= h
+            grad[i] = (f(*plus) - f(*minus)) / (2 * h)
+        grads.append(grad)
+    return grads
+
+
+def _check_linear(case: Case, outputs: tuple) -> str | None:
+    what = case[0]
+    if what == "error":
+        return None if _raised(outputs) else f"nn.Linear({case[1]}, {case[2]}) must raise ValueError"
+    if what == "train":
+        return _check_training(case[1:], outputs)
+    if what == "init":
+        _, n_in, n_out, bias, bits, _seed = case
+        name = f"nn.Linear({n_in}, {n_out}, bias={bool(bias)})"
+        if len(outputs) != 3:
+            return f"expected (weight, bias, facts), got {len(outputs)} outputs"
+        w, b, facts = np.asarray(outputs[0], np.float64), np.asarray(outputs[1], np.float64), outputs[2].reshape(-1)
+        if facts.size != 6:
+            return "expected six facts about the layer"
+        if w.shape != (n_out, n_in):
+            return f"{name}: weight of shape {w.shape}, expected (out_features, in_features) = {(n_out, n_in)}"
+        if (int(facts[0]), int(facts[1])) != (n_in, n_out):
+            return f"{name}: keep in_features and out_features (got {int(facts[0])}, {int(facts[1])})"
+        if bias and (int(facts[2]) or b.shape != (n_out,)):
+            return f"{name}: bias of shape {b.shape if not int(facts[2]) else None}, expected ({n_out},)"
+        if not bias and not int(facts[2]):
+            return f"{name}: without a bias, self.bias must be None"
+        if not int(facts[3]):
+            return f"{name}: the parameters must be leaf tensors that require grad (nn.parameter)"
+        if int(facts[4]) != bits:
+            return f"{name}, dtype float{bits}: the parameters are float{int(facts[4])}"
+        if not int(facts[5]):
+            return f"{name}: two layers made after the same tg.manual_seed differ (draw from teenygrad's generator)"
+        std = 1 / math.sqrt(3 * n_in)  # uniform(-1/sqrt(in), 1/sqrt(in))
+        return _spread(w, f"{name}'s weight", "uniform", std) or (_spread(b, f"{name}'s bias", "uniform", std)
+                                                                  if bias else None)
+    _, x, w, b, bias, g = case
+    name = f"nn.Linear({w.shape[1]}, {w.shape[0]}, bias={bool(bias)}) on x of shape {np.shape(x)}"
+    want = [x @ w.T + (b if bias else 0.0), *_finite_differences(_loss_linear, [x, w, b, g])[:3]]
+    if len(outputs) != 5:
+        return f"expected (y, dx, dW, db, one op), got {len(outputs)} outputs"
+    if int(outputs[4]) != 1:
+        return f"{name}: forward must be one op, tg.functional.linear (its node's op is \"linear\")"
+    for label, got, expected in zip(["the output", "dL/dx", "dL/dW", "dL/db"], outputs, want):
+        got = np.asarray(got, np.float64)
+        if label == "dL/db" and not bias:
+            continue
+        if got.shape != expected.shape:
+            return f"{name}: {label} of shape {got.shape}, expected {expected.shape}"
+        if not np.allclose(got, expected, rtol=1e-6, atol=1e-7):
+            err = np.max(np.abs(got - expected))
+            return f"{name}: {label} is wrong (largest error {err:.3g}, against finite differences)"
+    return None
+
+
+# ---- embedding -------------------------------------------------------------------------------------------------------
+
+def _embedding_cases(rng: np.random.Generator) -> list[Case]:
+    cases: list[Case] = [("init", num, dim, bits, int(rng.integers(0, 10**6)))
+                         for num, dim, bits in [(1000, 64, 32), (50, 300, 64), (1, 1, 32)]]
+    cases += [("error", 0, 4), ("error", 5, 0)]
+    for shape, num, dim in [((7,), 5, 3), ((3, 4), 10, 2), ((2, 1, 5), 4, 6), ((), 3, 2), ((6,), 1, 4)]:
+        ids = rng.integers(0, num, size=shape).astype(np.int64)
+        cases.append(("forward", ids, rng.normal(size=(num, dim)), rng.normal(size=shape + (dim,))))
+    return cases
+
+
+def _check_embedding(case: Case, outputs: tuple) -> str | None:
+    what = case[0]
+    if what == "error":
+        return None if _raised(outputs) else f"nn.Embedding({case[1]}, {case[2]}) must raise ValueError"
+    if what == "init":
+        _, num, dim, bits, _seed = case
+        name = f"nn.Embedding({num}, {dim})"
+        if len(outputs) != 2 or outputs[1].size != 5:
+            return "expected (weight, five facts)"
+        w, facts = np.asarray(outputs[0], np.float64), outputs[1].reshape(-1)
+        if w.shape != (num, dim):
+            return f"{name}: weight of shape {w.shape}, expected (num_embeddings, embedding_dim) = {(num, dim)}"
+        if (int(facts[0]), int(facts[1])) != (num, dim):
+            return f"{name}: keep num_embeddings and embedding_dim"
+        if not int(facts[2]):
+            return f"{name}: the weight must be a leaf tensor that requires grad (nn.parameter)"
+        if int(facts[3]) != bits:
+            return f"{name}, dtype float{bits}: the weight is float{int(facts[3])}"
+        if not int(facts[4]):
+            return f"{name}: two tables made after the same tg.manual_seed differ (draw from teenygrad's generator)"
+        return _spread(w, f"{name}'s weight", "normal", 1.0)
+    _, ids, table, g = case
+    name = f"nn.Embedding({table.shape[0]}, {table.shape[1]}) on ids of shape {np.shape(ids)}"
+    grad = np.zeros_like(table)
+    np.add.at(grad, np.asarray(ids).reshape(-1), np.asarray(g).reshape(-1, table.shape[1]))
+    why = compare(outputs, (table[ids], grad), Part(cases=lambda rng: [], rtol=1e-12, atol=1e-12))
+    return why and f"{name} (its rows, then the table's gradient, which adds the rows of an id used twice): {why}"
+
+
+# ---- layer_norm and rms_norm ----------------------------------------------------------------------------------------
+
+def _norm_cases(rng: np.random.Generator, with_bias: bool) -> list[Case]:
+    cases: list[Case] = [("init", dim, eps, bias if with_bias else 0, bits) for dim, eps, bias, bits in
+                         [(16, 1e-5, 1, 32), (7, 1e-3, 0, 64), (1, 0.1, 1, 32)]]
+    cases += [("error", 0, 1e-5), ("error", 4, 0.0), ("error", 4, -1e-5)]
+    for lead, dim, eps, bias in [((5,), 8, 1e-5, 1), ((2, 3), 4, 1e-2, 0), ((), 6, 1e-5, 1), ((3,), 1, 1e-5, 1)]:
+        x = rng.normal(size=lead + (dim,)) * 3 + 1
+        b = rng.normal(size=dim) if bias else np.zeros(dim)
+        cases.append(("forward", x, rng.normal(size=dim), b, bias if with_bias else 0, eps))
+    return cases
+
+
+def _layer_norm_ref(x, w, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * w + b
+
+
+def _rms_norm_ref(x, w, b, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def _check_norm(case: Case, outputs: tuple, layer: str, with_bias: bool) -> str | None:
+    what = case[0]
+    if what == "error":
+        return None if _raised(outputs) else f"nn.{layer}({case[1]}, eps={case[2]}) must raise ValueError"
+    if what == "init":
+        _, dim, eps, bias, bits = case
+        name = f"nn.{layer}({dim}, eps={eps}" + (f", bias={bool(bias)})" if with_bias else ")")
+        if len(outputs) != 3 or outputs[2].size != 5:
+            return "expected (weight, bias, five facts)"
+        w, b, facts = np.asarray(outputs[0], np.float64), np.asarray(outputs[1], np.float64), outputs[2].reshape(-1)
+        if w.shape != (dim,) or not np.all(w == 1):
+            return f"{name}: weight must be ones of shape ({dim},)"
+        if int(facts[0]) != dim or not np.isclose(float(facts[1]), eps, rtol=1e-12):
+            return f"{name}: keep dim and eps"
+        if with_bias and bias and (int(facts[2]) or b.shape != (dim,) or np.any(b != 0)):
+            return f"{name}: bias must be zeros of shape ({dim},)"
+        if (not with_bias or not bias) and not int(facts[2]):
+            return f"{name}: " + ("without a bias, self.bias must be None" if with_bias else "an RMSNorm has no bias")
+        if not int(facts[3]):
+            return f"{name}: the parameters must be leaf tensors that require grad (nn.parameter)"
+        if int(facts[4]) != bits:
+            return f"{name}, dtype float{bits}: the parameters are float{int(facts[4])}"
+        return None
+    _, x, w, b, bias, eps = case
+    want = (_layer_norm_ref if with_bias else _rms_norm_ref)(x, w, b, eps)
+    why = compare(outputs, (want,), Part(cases=lambda rng: [], rtol=1e-9, atol=1e-10))
+    return why and f"nn.{layer} on x of shape {np.shape(x)} (eps={eps}): {why}"
 
 
 PARTS = {
@@ -492,5 +797,12 @@ PARTS = {
     "clip_grad_norm": Part(cases=_clip_cases, check=_check_clip),
     "batches": Part(cases=_batches_cases, check=_check_batches),
     "optimizer": Part(cases=_optimizer_cases, check=_check_optimizer),
-    "dropout": Part(cases=_dropout_cases, check=_check_dropout),
+    "dropout": Part(cases=_dropout_all_cases, check=_check_dropout_any),
+    "xavier": Part(cases=_xavier_cases, check=_check_xavier),
+    "linear": Part(cases=_linear_cases, check=_check_linear),
+    "embedding": Part(cases=_embedding_cases, check=_check_embedding),
+    "layer_norm": Part(cases=lambda rng: _norm_cases(rng, True),
+                       check=lambda case, outputs: _check_norm(case, outputs, "LayerNorm", True)),
+    "rms_norm": Part(cases=lambda rng: _norm_cases(rng, False),
+                     check=lambda case, outputs: _check_norm(case, outputs, "RMSNorm", False)),
 }
