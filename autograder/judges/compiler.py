@@ -664,9 +664,9 @@ def _columns_cases(rng: np.random.Generator) -> list[Case]:
 def _check_columns(case: Case, got: tuple) -> str | None:
     shape, axes, codes, bits, path, seed = case
     outs = column_graph(shape, axes, codes, bits, seed)
+    dtype = {0: "int64", 32: "float32", 64: "float64"}[int(bits)]
     what = (f"{[n.op for n in outs]} of shape {tuple(int(s) for s in np.atleast_1d(shape))} over axes "
-            f"{tuple(int(a) for a in np.atleast_1d(axes))} ({['int64', '', 'float32', '', 'float64'][int(bits) // 16]}, "
-            f"{['serial', 'parallel'][int(path)]})")
+            f"{tuple(int(a) for a in np.atleast_1d(axes))} ({dtype}, {['serial', 'parallel'][int(path)]})")
     if len(got) != 3:
         return f"{what}: expected (values run as Python, values compiled, the calls of run), got {len(got)} outputs"
     want = np.concatenate([v.ravel() for v in ir.evaluate(outs)])
