@@ -1,4 +1,4 @@
-"""Judge for assignment 10-compiler: six pieces of teenygrad's compiler (exercises/10-compiler.ipynb).
+"""Judge for assignment 10-compiler: seven pieces of teenygrad's compiler (exercises/10-compiler.ipynb).
 
 The learner writes `codegen.index_expr` (part `index_expr`: a view's flat position as Python source),
 `passes.fold_constants`, `passes.merge_cats`, `passes.transpose_products`, `codegen.expr.Expr.emit` (part `emit`:
