@@ -80,8 +80,9 @@ from installing import pieces_from  # noqa: E402
 
 ASSIGNMENT = "10-compiler"
 SOLUTIONS = REPO / "solutions" / "10-compiler.ipynb"
-POINTS = {"index_expr": 2, "fold_constants": 3, "merge_cats": 3, "transpose_products": 3, "emit": 5, "fusion": 6}
-BUILDERS = ("fusion_graph", "items_of", "kernel_of", "cat_sum", "products", "expression")
+POINTS = {"index_expr": 2, "fold_constants": 3, "merge_cats": 3, "transpose_products": 3, "emit": 5, "fusion": 6,
+          "columns": 5}
+BUILDERS = ("fusion_graph", "items_of", "kernel_of", "cat_sum", "products", "expression", "column_graph", "steps_of")
 
 
 @settings(max_examples=40, deadline=None)
@@ -180,6 +181,17 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
     "fusion gives a product two epilogues": ("fusion", "if len(k.items) > 1 or it.node.op", "if it.node.op"),
     "fusion follows loops of other shapes": ("fusion", "    return aligned(k, it, [v for v in it.leaves",
                                              "    return True or aligned(k, it, [v for v in it.leaves"),
+    "columns: one band's rows for every chunk": ("columns", "my_rows = f\"{rows}\" if blocks > 1 else ",
+                                                "my_rows = "),
+    "columns: partials of every band at 0": ("columns", "p0[ch * {n_outer} + o] = acc[o]", "p0[o] = acc[o]"),
+    "columns: a max that starts at 0": ("columns", "{init_value(n)}, {acc_dtype}", "0, {acc_dtype}"),
+    "columns: serial, but run told to share it": ("columns", "return args, blocks, blocks if blocks > 1 else 0",
+                                                  "return args, blocks, blocks"),
+    "columns: the stages' partials overlap": ("columns", "start = max(stage, 0) * bands * n_outer", "start = 0"),
+    "columns: combine forgets the first band": ("columns", "for band in range(1, {bands}):",
+                                                "for band in range(2, {bands}):"),
+    "columns: a max combined as a sum": ("columns", "if n.op == \"sum\" else f\"    acc = max(acc, {partial})\"",
+                                         "if True else \"\""),
 }
 
 

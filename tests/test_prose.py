@@ -72,7 +72,8 @@ ALLOWED: dict[str, dict[str, str]] = {
         "1.88": "cited: nanoGPT's README",
     },
     "10-compiler": {
-        "88": "the top of float32 exp's range, ln(3.4e38), a constant of the generated code (codegen/expr.py)",
+        "88": "the guard of the generated float32 exp (codegen/expr.py), below the top of float32 exp's range",
+        "88.72": "the top of float32 exp's range, ln(3.4e38): where e^x passes float32's largest value",
     },
 }
 

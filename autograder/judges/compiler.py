@@ -1,9 +1,10 @@
-"""Judge for assignment 10-compiler: six pieces of teenygrad's compiler (exercises/10-compiler.ipynb).
+"""Judge for assignment 10-compiler: seven pieces of teenygrad's compiler (exercises/10-compiler.ipynb).
 
 The learner writes `codegen.index_expr` (part `index_expr`: a view's flat position as Python source),
 `passes.fold_constants`, `passes.merge_cats`, `passes.transpose_products`, `codegen.expr.Expr.emit` (part `emit`:
-the code of one node of every op kind) and the fusion rules `is_row_view`, `aligned`, `can_join` and `can_follow`
-(part `fusion`). In the grading sandbox every other part is a stub, so no hidden test runs tg.compile's whole
+the code of one node of every op kind), the fusion rules `is_row_view`, `aligned`, `can_join` and `can_follow`
+(part `fusion`) and the kernels of sums down columns, `codegen.kernels.column_kernel` and `combine_kernel` (part
+`columns`). In the grading sandbox every other part is a stub, so no hidden test runs tg.compile's whole
 pipeline: each runs its piece alone, on graphs the notebook rebuilds from the plain data below with the builders of
 its first cell (copied here: FUSION_GRAPH ... EXPRESSION, kept equal by tests/test_ch10_compiler.py), and this
 judge, which runs with the whole package, computes the reference with teenygrad's own pieces or numpy.
@@ -19,12 +20,18 @@ judge, which runs with the whole package, computes the reference with teenygrad'
                                                views' gathered values; the dtype must be the root's
   fusion      (kind, sizes, codes)          -> (the kernel of each item that fuse makes of fusion_graph(...),
                                                each item's rank after): the package's fuse
+  columns     (shape, axes, codes, bits, path, seed) -> (column_graph(...)'s values run as plain Python, compiled,
+                                               (kernel, rows, chunks) of each call of run): numpy's values, and
+                                               the calls the package's generator makes, with the stand-ins of the
+                                               other parts the notebook installs (passes that change nothing,
+                                               fusion that never fuses), serial or parallel (`force_path`)
 The programs (teenygrad.grading.random_program, PROGRAM_OPS) are computed here again in numpy: the oracle.
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import re
 from typing import Iterator
 
 import numpy as np
@@ -33,11 +40,14 @@ import teenygrad as tg
 from autograder.judges import Case, Part, compare
 from teenygrad import grading
 from teenygrad.compiler import ir, passes
+from teenygrad.compiler.backend import run_passes
+from teenygrad.compiler.codegen import generate
 from teenygrad.compiler.passes import Graph, View
-from teenygrad.compiler.schedule import STORED, fusion
+from teenygrad.compiler.schedule import STORED, fusion, schedule
 from teenygrad.compiler.schedule.items import item_of
 from teenygrad.compiler.schedule.order import eager_order
 from teenygrad.grading import PROGRAM_OPS
+from teenygrad.kernels.jit import force_path
 
 EXPR_OPS = ("const", "cast", "neg", "exp", "log", "sqrt", "recip", "tanh", "add", "sub", "mul", "div", "pow",
             "maximum", "lt", "eq", "where")
@@ -289,6 +299,31 @@ def expression(shape, views, prog, consts, fdata, idata, bits):
     return values[-1], reg
 
 
+def column_graph(shape, axes, codes, bits, seed):
+    # the outputs for the columns part: a reduction over `axes` (never the last) of an expression of loads x and y
+    # of `shape` (codes[0]: the expression; codes[1]: 0 sum, 1 max); codes[2] = 1 adds a loop over rows, tanh(x),
+    # and the sums over every axis but the last of x * y and of y, which share its pass. float{bits}, or int64 (0)
+    data = np.random.default_rng(seed)
+    shape, dtype = tuple(int(s) for s in np.atleast_1d(shape)), {64: "float64", 32: "float32", 0: "int64"}[int(bits)]
+    x, y = (ir.load(ir.Buffer(name, shape, dtype, (data.standard_normal(shape) * 4).astype(dtype))) for name in "xy")
+    code, op, rows = (int(c) for c in np.atleast_1d(codes))
+    if code == 0 or code == 1 and dtype == "int64":
+        e = ir.binary("mul", x, y)
+    elif code == 1:
+        e = ir.binary("add", ir.unary("tanh", x), y)
+    elif code == 2:
+        e = ir.binary("maximum", x, ir.unary("neg", y))
+    elif code == 3:
+        e = ir.binary("sub", x, ir.binary("mul", y, y))
+    else:  # never above 0
+        e = ir.unary("neg", ir.binary("mul", x, x))
+    outs = [ir.reduce(["sum", "max"][op], e, tuple(int(a) for a in np.atleast_1d(axes)))]
+    if rows:
+        every = tuple(range(len(shape) - 1))
+        outs += [ir.unary("tanh", x), ir.reduce("sum", ir.binary("mul", x, y), every), ir.reduce("sum", y, every)]
+    return outs
+
+
 # ---- merge_cats ----------------------------------------------------------------------------------------------------
 
 def _partition(rng: np.random.Generator, cats: int, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -490,6 +525,17 @@ def _gathered(view: ir.Node) -> ir.Node:
     return ir.load(ir.Buffer("gathered", v.shape, view.dtype, flat[at].astype(view.dtype).reshape(v.shape)))
 
 
+def _exp32_as_graded(e: ir.Node) -> ir.Node:
+    """float32 exp as the contract states it (and the package computes it): e^a where -87 < a < 88, 0 at or below -87,
+    a * inf at or above 88 (NaN for NaN); numpy's exp is finite up to 88.72 and tiny, not 0, down to -103.9."""
+    a, shape = e.srcs[0], e.shape
+
+    def c(v):
+        return ir.const(v, "float32", shape)
+    inside = ir.where(ir.binary("lt", c(-87.0), a), e, c(0.0))
+    return ir.where(ir.binary("lt", a, c(88.0)), inside, ir.binary("mul", a, c(float("inf"))))
+
+
 def _emit_reference(case: Case) -> np.ndarray:
     root, _ = expression(*case)
     new: dict[int, ir.Node] = {}
@@ -498,6 +544,8 @@ def _emit_reference(case: Case) -> np.ndarray:
         if id(n) not in new:
             new[id(n)] = _gathered(n) if n.op == "view" else ir.Node(n.op, tuple(swap(s) for s in n.srcs), n.shape,
                                                                       n.dtype, n.arg)
+            if n.op == "exp" and n.dtype == "float32":
+                new[id(n)] = _exp32_as_graded(new[id(n)])
         return new[id(n)]
     with np.errstate(all="ignore"):
         return ir.evaluate([swap(root)])[0]
@@ -564,6 +612,77 @@ def _check_fusion(case: Case, got: tuple) -> str | None:
     return None
 
 
+# ---- columns --------------------------------------------------------------------------------------------------------
+
+def steps_of(source):
+    # (kernel, rows (-1: none), chunks) of each call of a generated module's `run`, read from its STEPS
+    steps = re.findall(r"^    \((k\d+), \(.*?\), (\d+), (None|\d+), (\d+)\),$", source, re.M)
+    return np.array([[int(k), -1 if rows == "None" else int(rows), int(chunks)] for _, k, rows, chunks in steps],
+                    np.int64).reshape(-1, 3)
+
+
+@contextlib.contextmanager
+def _as_the_notebook_runs() -> Iterator[None]:
+    """The package's pieces, with the other parts' stand-ins that change the schedule as the notebook's: passes that
+    change nothing, fusion rules that never fuse."""
+    def never(name):
+        def rule(*args):
+            return False
+        rule.__name__ = name
+        return rule
+
+    def same(name):
+        def same_graph(graph):
+            return graph
+        same_graph.__name__ = name
+        return same_graph
+    with book_pieces(), contextlib.ExitStack() as stack:
+        for part in ("fold_constants", "merge_cats", "transpose_products"):
+            stack.enter_context(tg.edition.installed("10-compiler", part, same(part)))
+        stack.enter_context(tg.edition.installed("10-compiler", "fusion", *map(never, ("is_row_view", "aligned",
+                                                                                       "can_join", "can_follow"))))
+        yield
+
+
+def _columns_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for rank, axes, op, rows, bits, path in [
+            (3, (0, 1), 1, 0, 32, 0), (3, (1,), 0, 0, 64, 0), (2, (0,), 0, 0, 0, 0),
+            (2, (0,), 0, 0, 32, 1), (3, (0, 1), 1, 0, 64, 1), (3, (1,), 1, 0, 32, 1), (2, (0,), 0, 1, 64, 1),
+            (2, (0,), 1, 0, 64, 0),
+            (3, (0, 1), 1, 1, 32, 1), (2, (0,), 0, 0, 32, 2)]:
+        shape = rng.integers(2, 7, rank)
+        if path == 2:  # wide: shared among threads by blocks of columns
+            shape = np.array([int(rng.integers(2, 4)), 256 * 16 + int(rng.integers(1, 300))])
+        code = 4 if op and rng.random() < 0.5 else int(rng.integers(0, 4))  # 4: every value negative
+        codes = np.array([code, op, rows], np.int64)
+        cases.append((shape.astype(np.int64), np.array(axes, np.int64), codes, bits, min(path, 1),
+                      int(rng.integers(0, 2**31))))
+    return cases
+
+
+def _check_columns(case: Case, got: tuple) -> str | None:
+    shape, axes, codes, bits, path, seed = case
+    outs = column_graph(shape, axes, codes, bits, seed)
+    dtype = {0: "int64", 32: "float32", 64: "float64"}[int(bits)]
+    what = (f"{[n.op for n in outs]} of shape {tuple(int(s) for s in np.atleast_1d(shape))} over axes "
+            f"{tuple(int(a) for a in np.atleast_1d(axes))} ({dtype}, {['serial', 'parallel'][int(path)]})")
+    if len(got) != 3:
+        return f"{what}: expected (values run as Python, values compiled, the calls of run), got {len(got)} outputs"
+    want = np.concatenate([v.ravel() for v in ir.evaluate(outs)])
+    tol = {0: (0, 0), 32: (2e-4, 2e-5), 64: (1e-9, 1e-12)}[int(bits)]
+    for value, how in zip(got[:2], ("run as plain Python", "compiled")):
+        why = compare((value,), (want,), Part(cases=lambda rng: [], rtol=tol[0], atol=tol[1]))
+        if why is not None:
+            return f"{what}, {how}: {why}"
+    with _as_the_notebook_runs(), force_path(["serial", "parallel"][int(path)]):
+        steps = steps_of(generate(schedule(run_passes(outs)[0])))
+    if got[2].shape != steps.shape or not np.array_equal(got[2], steps):
+        return (f"{what}: run should call (kernel, rows, chunks) {steps.tolist()}, yours calls {got[2].tolist()} "
+                "(the chunks and rows your kernels return)")
+    return None
+
+
 PARTS = {
     "index_expr": Part(cases=_index_cases, check=_check_index),
     "fold_constants": Part(cases=_fold_cases, check=_check_fold),
@@ -571,4 +690,5 @@ PARTS = {
     "transpose_products": Part(cases=_products_cases, check=_check_products),
     "emit": Part(cases=_emit_cases, check=_check_emit),
     "fusion": Part(cases=_fusion_cases, check=_check_fusion),
+    "columns": Part(cases=_columns_cases, check=_check_columns),
 }

@@ -30,6 +30,7 @@ import numpy as np
 UNARY = ("neg", "exp", "log", "sqrt", "recip", "tanh", "cast")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "lt", "eq")
 COMPARE = ("lt", "eq")  # their result is bool
+FLOAT_ONLY = ("exp", "log", "sqrt", "recip", "tanh", "pow")  # of floats only: the front end casts an int first
 TERNARY = ("where",)
 REDUCE = ("sum", "max")
 MOVEMENT = ("reshape", "permute", "expand", "slice")
@@ -102,6 +103,8 @@ def unary(op: str, x: Node, dtype: str | None = None) -> Node:
         _fail(op, f"not a unary op; they are {', '.join(UNARY)}")
     if op == "cast":
         return Node("cast", (x,), x.shape, _check_dtype("cast", dtype or ""), dtype)
+    if op in FLOAT_ONLY and not x.dtype.startswith("float"):
+        _fail(op, f"of {x.dtype}: a float op, cast the operand first")
     return Node(op, (x,), x.shape, x.dtype)
 
 
@@ -112,6 +115,8 @@ def binary(op: str, a: Node, b: Node) -> Node:
         _fail(op, f"operands of shapes {a.shape} and {b.shape}: expand them to one shape first")
     if a.dtype != b.dtype:
         _fail(op, f"operands of dtypes {a.dtype} and {b.dtype}: cast one first")
+    if op in FLOAT_ONLY and not a.dtype.startswith("float"):
+        _fail(op, f"of {a.dtype}: a float op, cast the operands first")
     return Node(op, (a, b), a.shape, "bool" if op in COMPARE else a.dtype)
 
 

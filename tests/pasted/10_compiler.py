@@ -20,4 +20,10 @@ ANSWERS = {
         "    return _theirs.can_join(k, it)\n\n\n"
         "def can_follow(k, it, targets):\n"
         "    return _theirs.can_follow(k, it, targets)\n"),
+    "columns": (
+        "from teenygrad.compiler.codegen import kernels as _kernels\n\n\n"
+        "def column_kernel(name, kern, sched, src):\n"
+        "    return _kernels.column_kernel(name, kern, sched, src)\n\n\n"
+        "def combine_kernel(name, kern, sched, src, stage=-1):\n"
+        "    return _kernels.combine_kernel(name, kern, sched, src, stage)\n"),
 }

@@ -19,7 +19,8 @@ The other kernels (matmuls, cats, sums down columns) are in `kernels.py`, and th
 order, in `program.py`.
 
 Floats keep the graph's dtype. Sums accumulate in float64 and are rounded once, as the hand kernels do. float32
-exp and tanh use the hand kernels' vectorisable `exp32` and `tanh32` (relative error ~2e-7). Max reductions use
+exp and tanh use the hand kernels' vectorisable `exp32` and `tanh32` (relative error ~2e-7), exp guarded to 0 at or
+below -87 and inf at or above 88 (numpy's float32 exp is tiny there, and finite up to 88.72). Max reductions use
 `max(acc, v)`, as the hand kernels do: it vectorises, but a NaN in the row is dropped (numpy's max gives NaN).
 """
 

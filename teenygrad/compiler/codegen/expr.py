@@ -46,8 +46,10 @@ class Expr:
         """Write the lines that compute node `n` at the current point and return the name of its value (chapter 10,
         "Code generation"): a constant is `src.const(value, dtype)`; a view is a register (`local`), an arange's
         index, or `slot[u(index_expr)]`; any other op one fresh variable, `t = <code>`, on its sources' names
-        (`self(s)`), in `n.dtype`: an int64 division truncated, a cast to bool `!= 0`, float32 exp and tanh by the
-        vectorisable exp32 (guarded outside (-87, 88)) and tanh32."""
+        (`self(s)`), in `n.dtype`: an int64 division truncated, a cast to bool `!= 0`, float32 tanh by the vectorisable
+        tanh32 and float32 exp by exp32 where -87 < a < 88, exactly 0 where a <= -87 and a * inf above (inf; NaN for
+        NaN): not numpy's float32 exp, which is still finite up to 88.72 and tiny (not 0) down to -103.9. exp, log,
+        sqrt, tanh, recip and pow are of floats only (`ir.FLOAT_ONLY`: the IR refuses an int64 or bool operand)."""
         src = self.src
         if n.op == "const":
             return src.const(n.arg, n.dtype)
@@ -66,7 +68,7 @@ class Expr:
             text = f"{a[0]} {INFIX[n.op]} {a[1]}"
         elif n.op == "div":
             text = f"{a[0]} / {a[1]}" if n.dtype != "int64" else f"np.int64({a[0]} / {a[1]})"
-        elif n.op == "exp" and n.dtype == "float32":  # vectorisable; outside (-87, 88) what libm gives
+        elif n.op == "exp" and n.dtype == "float32":  # vectorisable; outside (-87, 88): 0 below, inf above
             e = src.var()
             src.line(f"{e} = exp32({a[0]})")
             text = (f"{e} if {a[0]} < {src.const(88.0, 'float32')} and {a[0]} > {src.const(-87.0, 'float32')} "

@@ -14,6 +14,7 @@ from teenygrad.compiler.codegen.loop import chunk_count, column_stages, work
 from teenygrad.compiler.codegen.source import CAST, Call, Source, header, loops, open_rows, slot_name, slots_of, unravel
 from teenygrad.compiler.passes import View
 from teenygrad.compiler.schedule import LOOP, Item, Kernel, Schedule
+from teenygrad.edition import exercise
 from teenygrad.kernels import jit
 from teenygrad.kernels.jit import CHUNKS, num_threads
 from teenygrad.kernels.matmul import MR, NR
@@ -33,11 +34,17 @@ def column_plan(kern: Kernel) -> tuple[list[int], int, int, int] | None:
     return outer, n_outer, min(rows, CHUNKS) if parallel and not wide else 1, CHUNKS if wide else 1
 
 
+@exercise("10-compiler", "columns")
 def column_kernel(name: str, kern: Kernel, sched: Schedule, src: Source) -> Call:
-    """A reduction over leading axes (`column_plan`). Walking down each column would touch a new cache line per
-    element; instead a row of accumulators takes the rows as they lie in memory, the inner loop along a whole
-    row (on (768, 128) float32, 4-8x faster than chunks of columns each walking every row). Its "rows" are bands
-    of rows: one, stored into the output; or several, each into its row of partials `p0`, for `combine_kernel`."""
+    """A reduction over leading axes (`column_plan`: outer axes, their size n_outer, bands, blocks), written into `src`
+    as one function `name` opened by `open_rows(name, args, src, "ch")`. Walking down each column would touch a new
+    cache line per element; instead a row of accumulators (float64 for a float sum, else the node's dtype; the
+    reduction's initial value) takes the rows as they lie in memory, the loop over rows outside and over the outer
+    index inside (on (768, 128) float32, 4-8x faster than chunks of columns each walking every row). Chunk ch is all
+    of it (one chunk), band ch of the rows (bands > 1: its results go to its row of partials, p0[ch * n_outer + o],
+    for `combine_kernel`; the output is not an argument, p0 is the last), or block ch of the outer indices (blocks >
+    1). The output gets each result at its outer index, in its dtype. Returns (the arrays, the chunks `run` calls
+    it on: 1, bands or blocks, and 0 if serial, else the same number: shared among threads)."""
     shape, n, (outer, n_outer, bands, blocks) = kern.shape, kern.items[0].node, column_plan(kern)
     inner, names = [d for d in range(len(shape)) if d not in outer], [f"i{d}" for d in range(len(shape))]
     rows = int(np.prod([shape[d] for d in inner], dtype=np.int64))
@@ -66,9 +73,13 @@ def column_kernel(name: str, kern: Kernel, sched: Schedule, src: Source) -> Call
     return args, blocks, blocks if blocks > 1 else 0
 
 
+@exercise("10-compiler", "columns")
 def combine_kernel(name: str, kern: Kernel, sched: Schedule, src: Source, stage: int = -1) -> Call:
-    """A column reduction's second step: each column's partials, one per band of rows, added up (or maxed). The
-    reduction is the kernel's own (`column_kernel`), or its column sum number `stage` (`column_stages`)."""
+    """A column reduction's second step: each column's partials, one per band of rows, added up (or maxed) and stored
+    in the node's dtype, by a function over the outer indices (`open_rows`, arrays p0 and the output). The reduction
+    is the kernel's own (`column_kernel`; bands and n_outer from `column_plan`), or its column sum number `stage`
+    (`column_stages`: chunk_count(kern) bands of kern.shape[-1] columns, after the partials of the stages before it).
+    Returns (["p0", the output], n_outer, 0)."""
     if stage < 0:
         n, (_, n_outer, bands, _) = kern.items[0].node, column_plan(kern)
     else:
