@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import nbformat
+import numba
 import numpy as np
 import pytest
 
@@ -32,6 +33,7 @@ from autograder.judges.gpt import (
 )
 from teenygrad import functional as F
 from teenygrad.gpt import GPT, GPTConfig, KVCache
+from teenygrad.kernels.jit import JIT_ENABLED
 
 from conftest import REPO, book_figures, notebook_namespace, replacing, run_hidden, solution_cells
 from installing import pieces_from
@@ -308,6 +310,18 @@ def test_generate_check_replays_teenygrad():
 
 # --- the solutions notebook against the judge -----------------------------------------------------------------
 
+def _kernel_without_cache(fn=None, *, parallel=False, fastmath=False):
+    """teenygrad.kernels.kernel without the disk cache, which needs a source file (exec'd cells have none)."""
+    wrap = numba.njit(parallel=parallel, fastmath=fastmath) if JIT_ENABLED else (lambda f: f)
+    return wrap(fn) if fn is not None else wrap
+
+
+def _notebook_namespace(transform=None) -> tuple[dict, dict]:
+    """The solutions notebook's definitions, with numba's disk cache off for part 2's kernels (exec'd code has no
+    source file)."""
+    return notebook_namespace(SOLUTIONS, transform, after_exec=lambda ns: ns.__setitem__("kernel", _kernel_without_cache))
+
+
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
@@ -318,7 +332,7 @@ def test_solutions_notebook_matches_the_judge():
 
 @pytest.mark.parametrize("seed", [0])
 def test_solution_code_passes_the_judge(seed, grading_dir, capsys):
-    namespace, hidden = notebook_namespace(SOLUTIONS)
+    namespace, hidden = _notebook_namespace()
     with pieces_from(namespace, ASSIGNMENT):
         assert run_hidden(PARTS, namespace, hidden, PARTS, grading_dir, seed) == {part: None for part in PARTS}
 
@@ -396,7 +410,7 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
 @pytest.mark.parametrize("mistake", list(WRONG))
 def test_judge_rejects_wrong_parts(mistake, grading_dir, capsys):
     part, old, new = WRONG[mistake]
-    namespace, hidden = notebook_namespace(SOLUTIONS, replacing(part, old, new))
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
     with pieces_from(namespace, ASSIGNMENT, [part]):
         verdicts = run_hidden(PARTS, namespace, hidden, [part], grading_dir, seed=5)
     assert verdicts[part] is not None, mistake
@@ -404,7 +418,7 @@ def test_judge_rejects_wrong_parts(mistake, grading_dir, capsys):
 
 def test_training_check():
     """A correct run passes; a run that does not learn, or blows up, or has the wrong length, does not."""
-    namespace, _ = notebook_namespace(SOLUTIONS)
+    namespace, _ = _notebook_namespace()
     right = namespace["train_tiny_gpt"](0, TRAIN_STEPS)
     assert right[-20:].mean() < TRAIN_HIGH - 0.1 and _check_training((0, TRAIN_STEPS), (right,)) is None
     flat = np.full(TRAIN_STEPS, right[0])
@@ -419,7 +433,7 @@ def test_every_training_run_the_judge_draws_passes_with_a_margin(model):
     """With the book's rules, every run a training case can draw starts inside the start band (by 0.05: the first
     loss comes before any update, so no rule changes it beyond rounding) and ends at least 0.1 below TRAIN_HIGH, so
     a right answer never fails on an unlucky draw."""
-    namespace, _ = notebook_namespace(SOLUTIONS)
+    namespace, _ = _notebook_namespace()
     for seed in TRAINING_SEEDS:
         losses = namespace[model](seed, TRAIN_STEPS)
         assert START_LOW + 0.05 <= losses[0] <= START_HIGH - 0.05, (seed, losses[0])
