@@ -75,11 +75,11 @@ def _causal_mask(tq: int, tk: int, dtype: np.dtype) -> Tensor:
     return _MASKS[key]
 
 
-@exercise("09-gpt", "cached_attention")
 def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     """softmax(q k^T / sqrt(hs) + causal mask) v.   q (..., Tq, hs), k and v (..., Tk, hs) -> (..., Tq, hs).
 
-    With Tk > Tq (a KV cache), the queries are the last Tq positions of the Tk keys."""
+    With Tk > Tq (a KV cache), the queries are the last Tq positions of the Tk keys. Chapter 9 writes it out
+    (its `attention`); exercise 9's cached_attention may call it."""
     tq, hs, tk = q.shape[-2], q.shape[-1], k.shape[-2]
     att = (q @ k.transpose(-1, -2)) * (1.0 / float(np.sqrt(hs)))  # (..., Tq, Tk)
     att = (att + _causal_mask(tq, tk, att.dtype)).softmax(-1)

@@ -69,13 +69,20 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+    @exercise("09-gpt", "model")
+    def attention_forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+        """x (B, T, C) -> (B, T, C): the qkv projection (B, T, 3C); without a cache, fused causal self-attention
+        over the T positions (`F.causal_self_attention`), with one, attention of the T new positions against the
+        cache (`F.cached_attention` at start = cache.length, which writes their keys and values into it); then the
+        output projection and dropout."""
         qkv = self.qkv(x)                                              # (B, T, 3C)
         if cache is None:
             y = F.causal_self_attention(qkv, self.n_head)              # (B, T, C), one fused kernel
         else:
             y = F.cached_attention(qkv, cache.k, cache.v, cache.length, self.n_head)  # (B, T, C)
         return self.drop(self.proj(y))
+
+    forward = attention_forward
 
 
 class KVCache:
@@ -97,10 +104,14 @@ class MLP(nn.Module):
             raise ValueError(f"GPTConfig.act must be 'gelu' or 'relu', got {cfg.act!r}")
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
+    @exercise("09-gpt", "model")
+    def mlp_forward(self, x: Tensor) -> Tensor:
+        """x (B, T, C) -> (B, T, C): fc to 4C, the activation (`F.gelu`, or relu), proj back to C, dropout."""
         h = self.fc(x)                                                 # (B, T, 4C)
         h = F.gelu(h) if self.act == "gelu" else h.relu()
         return self.drop(self.proj(h))                                 # (B, T, C)
+
+    forward = mlp_forward
 
 
 class Block(nn.Module):
@@ -110,9 +121,13 @@ class Block(nn.Module):
         self.norm1, self.attn = Norm(cfg), CausalSelfAttention(cfg)
         self.norm2, self.mlp = Norm(cfg), MLP(cfg)
 
-    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+    @exercise("09-gpt", "model")
+    def block_forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+        """x (B, T, C) -> (B, T, C), pre-norm: x + attn(norm1(x), cache), then that plus mlp(norm2(that))."""
         x = x + self.attn(self.norm1(x), cache)
         return x + self.mlp(self.norm2(x))
+
+    forward = block_forward
 
 
 class GPT(nn.Module):
@@ -124,11 +139,14 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
         self.norm = Norm(cfg)
         self.head = None if cfg.tie_weights else nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self._init_weights()
+        self.init_weights()
 
-    def _init_weights(self) -> None:
-        """Normal(0, init_std) for every matrix, zeros for biases; the projections that write into the
-        residual stream get std / sqrt(2 n_layer), so the stream's variance does not grow with depth."""
+    @exercise("09-gpt", "model")
+    def init_weights(self) -> None:
+        """Called by __init__. Normal(0, init_std) for every matrix (embeddings included), in named_parameters
+        order, zeros for biases, norm weights left at one; the projections that write into the residual stream
+        (attn.proj.weight, mlp.proj.weight) get std / sqrt(2 n_layer): 2 n_layer of them add into the stream, so
+        its variance at the top does not grow with depth."""
         std = self.cfg.init_std
         for name, p in self.named_parameters():
             if p.ndim == 2:
@@ -137,10 +155,17 @@ class GPT(nn.Module):
             elif name.endswith(".bias"):
                 nn.init.zeros_(p)
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None, caches: list | None = None,
-                start: int = 0) -> tuple[Tensor, Tensor | None]:
+    @exercise("09-gpt", "model")
+    def gpt_forward(self, idx: Tensor, targets: Tensor | None = None, caches: list | None = None,
+                    start: int = 0) -> tuple[Tensor, Tensor | None]:
         """idx (B, T) int64 -> (logits (B, T, vocab), mean cross-entropy against targets (B, T) or None).
-        With `caches` (one KVCache per block, under no_grad), idx holds the tokens after the first `start`."""
+
+        The tokens sit at positions start..start+T-1: x = wte(idx) + wpe(those positions), dropout, the blocks in
+        order (block i with caches[i]), the final norm, then the head: the token embedding matrix itself when the
+        weights are tied (logits = x wte^T), else head's. ValueError when start + T > block_size. With `caches`
+        (one KVCache per block, for generation) idx holds the tokens after the first `start`, which the caches
+        hold: ValueError unless start == caches[0].length and autograd is off (no_grad); after the blocks, every
+        cache's length grows by T."""
         B, T = idx.shape
         if start + T > self.cfg.block_size:
             raise ValueError(f"GPT: {start + T} positions but block_size is {self.cfg.block_size}")
@@ -158,6 +183,8 @@ class GPT(nn.Module):
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+
+    forward = gpt_forward
 
     @no_grad()
     @exercise("09-gpt", "generate")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import nbformat
+import numba
 import numpy as np
 import pytest
 
@@ -21,11 +22,18 @@ from autograder.judges.gpt import (
     attention_backward_np,
     attention_np,
     cached_attention_np,
+    gelu_grad_np,
+    gelu_np,
+    gpt_np,
     layer_norm_backward_np,
+    model_config,
+    model_params,
+    param_shapes,
     rms_norm_backward_np,
 )
 from teenygrad import functional as F
-from teenygrad.gpt import GPT, GPTConfig
+from teenygrad.gpt import GPT, GPTConfig, KVCache
+from teenygrad.kernels.jit import JIT_ENABLED
 
 from conftest import REPO, book_figures, notebook_namespace, replacing, run_hidden, solution_cells
 from installing import pieces_from
@@ -33,7 +41,7 @@ from installing import pieces_from
 CHAPTER = REPO / "chapters" / "09-gpt.ipynb"
 SOLUTIONS = REPO / "solutions" / "09-gpt.ipynb"
 ASSIGNMENT = "09-gpt"
-POINTS = {"rms_norm_backward": 3, "layer_norm_backward": 3, "attention_backward": 4, "cached_attention": 3,
+POINTS = {"model": 5, "gelu": 2, "rms_norm_backward": 3, "layer_norm_backward": 3, "attention_backward": 4, "cached_attention": 3,
           "generate": 3}
 NAMES_CFG = GPTConfig(vocab_size=27, block_size=16, n_layer=1, n_head=4, n_embd=16, norm="rms", norm_weights=False,
                       act="relu", bias=False, tie_weights=False, init_std=0.08)
@@ -145,6 +153,100 @@ def test_cached_attention_reference_matches_teenygrad():
         assert PARTS["cached_attention"].check(case, (y.numpy(), kc2, vc2)) is None
 
 
+def test_gelu_reference_matches_teenygrad_and_finite_differences():
+    """The judge's gelu and gelu' against teenygrad's kernels (float64, strided) and central differences; both finite
+    for every finite x, gelu' 1 or 0 far out."""
+    rng = np.random.default_rng(4)
+    x = np.r_[rng.normal(size=50) * 4, np.linspace(-9, 9, 37)]
+    h = 1e-6
+    np.testing.assert_allclose(gelu_grad_np(x), (gelu_np(x + h) - gelu_np(x - h)) / (2 * h), rtol=1e-6, atol=1e-8)
+    for case in PARTS["gelu"].cases(rng):
+        xs, g, layout = case
+        X = tg.tensor(xs, requires_grad=True)
+        y = F.gelu(X)
+        y.backward(tg.tensor(g))
+        assert np.all(np.isfinite(gelu_np(xs))) and np.all(np.isfinite(gelu_grad_np(xs)))
+        np.testing.assert_allclose(y.numpy(), gelu_np(xs), rtol=1e-7, atol=1e-12)  # libm tanh vs numpy's
+        np.testing.assert_allclose(X.grad.numpy(), g * gelu_grad_np(xs), rtol=1e-7, atol=1e-12)
+    far = np.array([-1e300, -1e200, -40.0, 40.0, 1e200, 1e300])
+    np.testing.assert_array_equal(gelu_grad_np(far), [0, 0, 0, 1, 1, 1])
+
+
+def test_gelu_check_accepts_teenygrad_and_rejects_the_exact_gelu():
+    from math import erf
+    for case in PARTS["gelu"].cases(np.random.default_rng(8)):
+        x, g, layout = case
+        y, dx = gelu_np(np.asarray(x, np.float64)), g * gelu_grad_np(np.asarray(x, np.float64))
+        if layout == 2:
+            y, dx = y.astype(np.float32), dx.astype(np.float32)
+        else:
+            assert PARTS["gelu"].check(case, (y, dx)) is None
+        exact = 0.5 * x * (1 + np.vectorize(erf)(np.clip(x, -1e6, 1e6) / np.sqrt(2)))
+        if np.abs(x).max() < 10:
+            assert PARTS["gelu"].check(case, (exact, dx)) is not None
+        assert PARTS["gelu"].check(case, (y, np.full_like(dx, np.nan))) is not None
+
+
+def test_param_shapes_are_the_gpts():
+    for case in PARTS["model"].cases(np.random.default_rng(2)):
+        cfg = model_config(case[2])
+        model = _package_gpt(cfg)
+        assert [(k, v.shape) for k, v in model.state_dict().items()] == param_shapes(cfg), cfg
+
+
+def _package_gpt(cfg: dict) -> GPT:
+    return GPT(GPTConfig(vocab_size=cfg["vocab_size"], block_size=cfg["block_size"], n_layer=cfg["n_layer"],
+                         n_head=cfg["n_head"], n_embd=cfg["n_embd"], norm="rms" if cfg["rms"] else "layer",
+                         act="relu" if cfg["relu"] else "gelu", bias=bool(cfg["bias"]),
+                         tie_weights=bool(cfg["tie_weights"]), norm_weights=bool(cfg["norm_weights"]),
+                         init_std=cfg["init_std"]))
+
+
+def test_gpt_reference_matches_teenygrad_and_the_check_accepts_it():
+    """The judge's numpy GPT computes teenygrad's logits and loss on every forward case; a fresh teenygrad GPT passes
+    the initial statistics; the package's own model passes every case, and a model without its residual scaling or
+    with its biases left as nn.Linear draws them does not."""
+    from autograder.judges.gpt import _check_model
+    for case in PARTS["model"].cases(np.random.default_rng(6)):
+        kind, seed, cfg_values, idx, extra = case
+        cfg = model_config(cfg_values)
+        tg.manual_seed(seed)
+        model = _package_gpt(cfg)
+        if kind == 2:
+            params = tuple(np.array(v) for v in model.state_dict().values())
+            assert _check_model(case, params) is None, cfg
+            unscaled = tuple(p * np.sqrt(2 * cfg["n_layer"]) if name.endswith("proj.weight") else p
+                             for (name, _), p in zip(param_shapes(cfg), params))
+            assert "residual stream" in _check_model(case, unscaled)
+            continue
+        P = model_params(seed, cfg)
+        model.load_state_dict(P)
+        with tg.no_grad():
+            if kind == 0:
+                targets = np.asarray(extra) if np.size(extra) else None
+                logits, loss = model(tg.tensor(idx), None if targets is None else tg.tensor(targets))
+                want_logits, want_loss = gpt_np(P, cfg, idx, targets)
+                np.testing.assert_allclose(logits.numpy(), want_logits, rtol=1e-4, atol=1e-4)
+                got = (logits.numpy(), np.float64(np.nan) if loss is None else loss.numpy())
+                if loss is not None:
+                    assert loss.item() == pytest.approx(want_loss, rel=1e-4)
+                assert _check_model(case, got) is None
+                assert _check_model(case, (got[0] * 1.01, got[1])) is not None
+            elif kind == 1:
+                caches = [KVCache(model.cfg) for _ in model.blocks]
+                rows = [model(tg.tensor(idx[:, a:a + extra]), caches=caches, start=a)[0].numpy()[0]
+                        for a in range(0, idx.shape[1], extra)]
+                lengths = np.array([c.length for c in caches])
+                assert _check_model(case, (np.concatenate(rows), lengths)) is None
+                assert _check_model(case, (np.concatenate(rows), lengths - 1)) is not None
+            else:
+                with pytest.raises(ValueError):
+                    model(tg.tensor(idx), caches=[KVCache(model.cfg) for _ in model.blocks] if kind == 4 else None,
+                          start=int(extra))
+                assert _check_model(case, (np.int64(1),)) is None
+                assert _check_model(case, (np.int64(0),)) is not None
+
+
 def test_cases_cover_the_edge_cases():
     rng = np.random.default_rng(0)
     rms = PARTS["rms_norm_backward"].cases(rng)
@@ -157,7 +259,6 @@ def test_cases_cover_the_edge_cases():
     assert any(c[3] == 0 for c in kv) and any(c[3] > 0 and c[0].shape[1] > 1 for c in kv)
     assert any(c[3] + c[0].shape[1] > c[1].shape[2] for c in kv)  # the cache overflows: ValueError
     assert any(c[3] + c[0].shape[1] == c[1].shape[2] for c in kv)  # exactly full
-    assert any(len(c) == 3 and c[1].shape[-2] > c[0].shape[-2] for c in cached)  # more keys than queries
     assert sum(len(c) == 2 for c in cached) == 2
     ln = PARTS["layer_norm_backward"].cases(rng)
     assert any(c[0].shape[-1] == 2 for c in ln[:-1]) and any(c[4] for c in ln[:-1]) and len(ln[-1]) == 2
@@ -209,6 +310,18 @@ def test_generate_check_replays_teenygrad():
 
 # --- the solutions notebook against the judge -----------------------------------------------------------------
 
+def _kernel_without_cache(fn=None, *, parallel=False, fastmath=False):
+    """teenygrad.kernels.kernel without the disk cache, which needs a source file (exec'd cells have none)."""
+    wrap = numba.njit(parallel=parallel, fastmath=fastmath) if JIT_ENABLED else (lambda f: f)
+    return wrap(fn) if fn is not None else wrap
+
+
+def _notebook_namespace(transform=None) -> tuple[dict, dict]:
+    """The solutions notebook's definitions, with numba's disk cache off for part 2's kernels (exec'd code has no
+    source file)."""
+    return notebook_namespace(SOLUTIONS, transform, after_exec=lambda ns: ns.__setitem__("kernel", _kernel_without_cache))
+
+
 def test_solutions_notebook_matches_the_judge():
     solutions, tests = solution_cells(SOLUTIONS)  # the notebook's house rules: tests/test_notebooks.py
     assert set(solutions) == set(tests) == set(PARTS) == set(POINTS)
@@ -219,7 +332,7 @@ def test_solutions_notebook_matches_the_judge():
 
 @pytest.mark.parametrize("seed", [0])
 def test_solution_code_passes_the_judge(seed, grading_dir, capsys):
-    namespace, hidden = notebook_namespace(SOLUTIONS)
+    namespace, hidden = _notebook_namespace()
     with pieces_from(namespace, ASSIGNMENT):
         assert run_hidden(PARTS, namespace, hidden, PARTS, grading_dir, seed) == {part: None for part in PARTS}
 
@@ -241,7 +354,8 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
                                         "k_cache[:, :, start + 1:start + T + 1] = heads(1)[:, :, :k_cache.shape[2] - start - 1]"),
     "each new query sees only the cache before it": ("cached_attention", "tg.tensor(k_cache[:, :, :start + T])",
                                                      "tg.tensor(k_cache[:, :, :start + T])[:, :, :max(start, 1)]"),
-    "causal mask not offset for a cache": ("cached_attention", "k=tk - tq + 1", "k=1"),
+    "the values' cache gets the keys": ("cached_attention", "v_cache[:, :, start:start + T] = heads(2)",
+                                        "v_cache[:, :, start:start + T] = heads(1)"),
     "layer norm's dx without the mean's term": ("layer_norm_backward", "(gh - gh.mean(-1, keepdim=True) - xhat", "(gh - xhat"),
     "layer norm's dx without the projection term": ("layer_norm_backward",
                                                     " - xhat * (gh * xhat).mean(-1, keepdim=True))", ")"),
@@ -249,6 +363,32 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
                                                             "xhat = (ctx.x - ctx.mean.reshape(-1, 1)) * r", "xhat = ctx.x * r"),
     "layer norm's db from g * w": ("layer_norm_backward", "g2.sum(0)\n", "gh.sum(0)\n"),
     "layer norm's dw from g alone": ("layer_norm_backward", "(g2 * xhat).sum(0), g2", "g2.sum(0), g2"),
+    "a post-norm block (the stream itself normalised)": ("model", "h = x + self.attn(self.norm1(x), cache)",
+                                                         "h = self.norm1(x + self.attn(x, cache))"),
+    "attention reads the stream un-normalised": ("model", "self.attn(self.norm1(x), cache)", "self.attn(x, cache)"),
+    "no residual around the MLP": ("model", "return h + self.mlp(self.norm2(h))", "return self.mlp(self.norm2(h))"),
+    "position embeddings from 0 whatever start": ("model", "tg.arange(start, start + T)", "tg.arange(0, T)"),
+    "no final norm": ("model", "F.linear(self.norm(stream), head)", "F.linear(stream, head)"),
+    "the caches' lengths never advance": ("model", "        cache.length += T\n", "        pass\n"),
+    "caches fed at any start": ("model", "(tg.is_grad_enabled() or caches[0].length != start)",
+                                "tg.is_grad_enabled()"),
+    "the head always tied": ("model", "self.wte.weight if self.head is None else self.head.weight", "self.wte.weight"),
+    "the loss summed over positions": ("model", "targets.reshape(B * T))", "targets.reshape(B * T)) * (B * T)"),
+    "GELU whatever the config": ("model", "F.gelu(hidden) if self.act == \"gelu\" else hidden.relu()", "F.gelu(hidden)"),
+    "init without the residual projections' scaling": ("model", "std / math.sqrt(writers) if into_stream else std",
+                                                       "std"),
+    "init scaled by sqrt(n_layer)": ("model", "math.sqrt(writers)", "math.sqrt(self.cfg.n_layer)"),
+    "biases left as the layers drew them": ("model", "            nn.init.zeros_(p)\n", "            pass\n"),
+    "exact (erf) GELU instead of the tanh approximation": (
+        "gelu", "0.5 * v * (1.0 + math.tanh(GELU_K * (v + GELU_A * v * v * v)))",
+        "0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))"),
+    "gelu' without the x (1 - t^2) term": (
+        "gelu", "return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_A * v * v)",
+        "return 0.5 * (1.0 + t)"),
+    "gelu' without the inner derivative 1 + 3 a x^2": ("gelu", "* GELU_K * (1.0 + 3.0 * GELU_A * v * v)", "* GELU_K"),
+    "gelu' nan for huge x (0 * inf)": ("gelu", "            if t == 1.0 or t == -1.0:", "            if False:"),
+    "gelu ignores the strides": ("gelu", "gelu_tanh(x[u(first + j * step)])", "gelu_tanh(x[u(x_offset + row * n + j)])"),
+    "gelu's backward forgets g": ("gelu", "g[u(ig + j * sg)] * gelu_grad(", "(0.0 * g[u(ig)] + 1.0) * gelu_grad("),
     "generate never crops the context": ("generate", "self(tg.tensor([context[-block:]]))[0]",
                                          "self(tg.tensor([context]))[0]"),
     "generate feeds the newest token at the wrong position": ("generate", "caches=caches, start=seen)[0]",
@@ -270,7 +410,7 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
 @pytest.mark.parametrize("mistake", list(WRONG))
 def test_judge_rejects_wrong_parts(mistake, grading_dir, capsys):
     part, old, new = WRONG[mistake]
-    namespace, hidden = notebook_namespace(SOLUTIONS, replacing(part, old, new))
+    namespace, hidden = _notebook_namespace(replacing(part, old, new))
     with pieces_from(namespace, ASSIGNMENT, [part]):
         verdicts = run_hidden(PARTS, namespace, hidden, [part], grading_dir, seed=5)
     assert verdicts[part] is not None, mistake
@@ -278,7 +418,7 @@ def test_judge_rejects_wrong_parts(mistake, grading_dir, capsys):
 
 def test_training_check():
     """A correct run passes; a run that does not learn, or blows up, or has the wrong length, does not."""
-    namespace, _ = notebook_namespace(SOLUTIONS)
+    namespace, _ = _notebook_namespace()
     right = namespace["train_tiny_gpt"](0, TRAIN_STEPS)
     assert right[-20:].mean() < TRAIN_HIGH - 0.1 and _check_training((0, TRAIN_STEPS), (right,)) is None
     flat = np.full(TRAIN_STEPS, right[0])
@@ -293,7 +433,7 @@ def test_every_training_run_the_judge_draws_passes_with_a_margin(model):
     """With the book's rules, every run a training case can draw starts inside the start band (by 0.05: the first
     loss comes before any update, so no rule changes it beyond rounding) and ends at least 0.1 below TRAIN_HIGH, so
     a right answer never fails on an unlucky draw."""
-    namespace, _ = notebook_namespace(SOLUTIONS)
+    namespace, _ = _notebook_namespace()
     for seed in TRAINING_SEEDS:
         losses = namespace[model](seed, TRAIN_STEPS)
         assert START_LOW + 0.05 <= losses[0] <= START_HIGH - 0.05, (seed, losses[0])

@@ -1,18 +1,30 @@
 """Judge for assignment 09-gpt: the GPT's fused backward passes, its KV cache and generation
 (exercises/09-gpt.ipynb).
 
-The learner writes five pieces of teenygrad: the backward rules of the fused ops "layer_norm", "rms_norm" and
-"attention" (`ops.fused.layer_norm_backward`, `ops.fused.rms_norm_backward`, `ops.fused.attention_backward`),
-attention against a KV cache (`ops.fused.cached_attention`, with `functional.causal_attention`) and generation
+The learner writes seven pieces of teenygrad: the model itself (`gpt`: CausalSelfAttention.attention_forward,
+MLP.mlp_forward, Block.block_forward, GPT.gpt_forward, GPT.init_weights), GELU and its derivative on any layout
+(`kernels.elementwise.gelu_strided`, `gelu_backward_strided`), the backward rules of the fused ops "layer_norm",
+"rms_norm" and "attention" (`ops.fused.layer_norm_backward`, `ops.fused.rms_norm_backward`,
+`ops.fused.attention_backward`), attention against a KV cache (`ops.fused.cached_attention`) and generation
 (`gpt.GPT.generate`, with `gpt.next_token`). The hidden tests install them, run teenygrad on the inputs below and
 report what it computed; this judge computes the same in numpy float64.
+
+  model               (0, seed, *cfg, B, T, targets) a GPT of that config (MODEL_CFG), every parameter drawn by
+                                                   model_params(seed) -> (logits, loss or nan)
+                      (1, seed, *cfg, T, chunk)    the same model under no_grad fed T tokens `chunk` at a time
+                                                   through its KV caches -> (logits of the T positions, caches'
+                                                   lengths after)
+                      (2, seed, *cfg)              a fresh GPT's parameters in state_dict order (its init_weights)
+                      (3, seed, *cfg, start, T)    start + T past block_size, or caches whose length is not start:
+                                                   1 (ValueError expected)
+  gelu                (x, g, layout)               F.gelu(x).backward(g) -> (y, x.grad); layout 0 float64, 1 float64
+                                                   transposed views of x and g, 2 float32 transposed views
 
   layer_norm_backward (x, w, b, g, transposed)    F.layer_norm(x, w, b).backward(g) -> (x.grad, w.grad, b.grad)
   rms_norm_backward   (x, w, g, transposed)       F.rms_norm(x, w).backward(g) -> (x.grad, w.grad)
   attention_backward  (qkv, n_head, g, transposed) F.causal_self_attention(qkv, n_head).backward(g) -> qkv.grad
                       (transposed: g handed over as a non-contiguous view)
-  cached_attention    (q, k, v)                    F.causal_attention -> softmax(q k^T / sqrt(hs) + mask) v
-                      (qkv, k_cache, v_cache, start, n_head)
+  cached_attention    (qkv, k_cache, v_cache, start, n_head)
                                                    F.cached_attention, float32 -> (y, k_cache, v_cache) after the
                                                    call; 1 when start + T exceeds the cache (ValueError expected)
                       (seed, tokens)               a small GPT fed token by token through its caches -> the logits,
@@ -36,6 +48,8 @@ import math
 import numpy as np
 
 from autograder.judges import Case, Part, compare
+
+GELU_K, GELU_A = math.sqrt(2.0 / math.pi), 0.044715  # GELU's tanh approximation, as GPT-2
 
 TRAIN_STEPS, LAST = 150, 20
 TRAIN_HIGH = 2.75                      # correct runs end near 2.4-2.5
@@ -134,6 +148,96 @@ def cached_attention_np(qkv, kc, vc, start, n_head):
     return y.transpose(0, 2, 1, 3).reshape(B, T, C3 // 3), kc, vc
 
 
+# ---- the model: a numpy GPT ---------------------------------------------------------------------------------------
+
+# A config travels as an array: vocab_size, block_size, n_layer, n_head, n_embd, rms (1) or layer norm (0), relu (1)
+# or gelu (0), bias, tie_weights, norm_weights, init_std. The hidden tests build GPTConfig from it the same way.
+MODEL_CFG = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "rms", "relu", "bias", "tie_weights",
+             "norm_weights", "init_std")
+WEIGHT_SCALE = 0.5  # the spread of the random parameters of the forward cases (norm scales and shifts included)
+
+
+def model_config(values) -> dict:
+    return {k: float(v) if k == "init_std" else int(v) for k, v in zip(MODEL_CFG, np.asarray(values).tolist())}
+
+
+def param_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """The GPT's parameters (name, shape) in named_parameters (and state_dict) order."""
+    C, V = cfg["n_embd"], cfg["vocab_size"]
+
+    def norm(name):
+        if not cfg["norm_weights"]:
+            return []
+        return [(f"{name}.weight", (C,))] + ([(f"{name}.bias", (C,))] if cfg["bias"] and not cfg["rms"] else [])
+
+    def linear(name, n_out, n_in):
+        return [(f"{name}.weight", (n_out, n_in))] + ([(f"{name}.bias", (n_out,))] if cfg["bias"] else [])
+
+    out = [("wte.weight", (V, C)), ("wpe.weight", (cfg["block_size"], C))]
+    for i in range(cfg["n_layer"]):
+        b = f"blocks.{i}"
+        out += norm(f"{b}.norm1") + linear(f"{b}.attn.qkv", 3 * C, C) + linear(f"{b}.attn.proj", C, C)
+        out += norm(f"{b}.norm2") + linear(f"{b}.mlp.fc", 4 * C, C) + linear(f"{b}.mlp.proj", C, 4 * C)
+    out += norm("norm")
+    return out + ([] if cfg["tie_weights"] else [("head.weight", (V, C))])
+
+
+def model_params(seed: int, cfg: dict) -> dict[str, np.ndarray]:
+    """The parameters the hidden tests load: normal(0, WEIGHT_SCALE) in state_dict order from default_rng(seed),
+    stored as float32 (the model's dtype), returned as float64."""
+    rng = np.random.default_rng(int(seed))
+    return {name: rng.normal(scale=WEIGHT_SCALE, size=shape).astype(np.float32).astype(np.float64)
+            for name, shape in param_shapes(cfg)}
+
+
+def gelu_np(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 0.5 * x * (1.0 + np.tanh(GELU_K * (x + GELU_A * x * x * x)))
+
+
+def gelu_grad_np(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = np.tanh(GELU_K * (x + GELU_A * x * x * x))
+        tail = 0.5 * x * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_A * x * x)
+    return 0.5 * (1.0 + t) + np.where(t * t == 1.0, 0.0, tail)
+
+
+def gpt_np(P: dict, cfg: dict, idx: np.ndarray, targets: np.ndarray | None = None):
+    """(logits (B, T, vocab), mean cross-entropy or None) of the GPT with parameters P, in float64."""
+    B, T = idx.shape
+    nh = cfg["n_head"]
+
+    def norm(x, name):
+        if cfg["rms"]:
+            y = x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS)
+        else:
+            xc = x - x.mean(-1, keepdims=True)
+            y = xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + EPS)
+        y = y * P.get(f"{name}.weight", 1.0)
+        return y + P.get(f"{name}.bias", 0.0)
+
+    def linear(x, name):
+        return x @ P[f"{name}.weight"].T + P.get(f"{name}.bias", 0.0)
+
+    x = P["wte.weight"][idx] + P["wpe.weight"][:T]
+    for i in range(cfg["n_layer"]):
+        b = f"blocks.{i}"
+        qkv = linear(norm(x, f"{b}.norm1"), f"{b}.attn.qkv")
+        y = attention_np(*(_heads(qkv, j, nh) for j in range(3)))
+        x = x + linear(y.transpose(0, 2, 1, 3).reshape(B, T, -1), f"{b}.attn.proj")
+        h = linear(norm(x, f"{b}.norm2"), f"{b}.mlp.fc")
+        h = np.maximum(h, 0.0) if cfg["relu"] else gelu_np(h)
+        x = x + linear(h, f"{b}.mlp.proj")
+    x = norm(x, "norm")
+    logits = x @ (P["wte.weight"] if cfg["tie_weights"] else P["head.weight"]).T
+    if targets is None:
+        return logits, None
+    z = logits.reshape(B * T, -1)
+    m = z.max(-1)
+    lse = m + np.log(np.exp(z - m[:, None]).sum(-1))
+    return logits, float(np.mean(lse - z[np.arange(B * T), targets.reshape(-1)]))
+
+
 # ---- cases and checks -------------------------------------------------------------------------------------------
 
 def _rms_cases(rng: np.random.Generator) -> list[Case]:
@@ -189,9 +293,6 @@ def _check_attention(case: Case, got: tuple) -> str | None:
 
 def _cached_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for qshape, tk in [((4, 3), 4), ((2, 5, 4), 5), ((2, 3, 6, 2), 6), ((1, 1, 4), 1), ((2, 2, 3), 7)]:
-        kv = (*qshape[:-2], tk, qshape[-1])
-        cases.append((rng.normal(size=qshape), rng.normal(size=kv), rng.normal(size=kv)))
     for B, T, C, n_head, block, start in [(1, 1, 8, 2, 8, 0), (2, 1, 8, 2, 8, 5), (1, 3, 6, 3, 10, 4),
                                           (2, 4, 8, 4, 16, 0), (1, 2, 4, 1, 6, 4), (1, 1, 4, 2, 4, 3)]:
         hs = C // n_head
@@ -204,9 +305,6 @@ def _cached_cases(rng: np.random.Generator) -> list[Case]:
 
 
 def _check_cached(case: Case, got: tuple) -> str | None:
-    if len(case) == 3:
-        why = compare(got, (attention_np(*(np.asarray(a) for a in case)),), FLOAT64)
-        return why and f"causal_attention, q {np.shape(case[0])} with {np.shape(case[1])[-2]} keys: {why}"
     if len(case) == 2:
         if len(got) != 2 or got[0].shape != got[1].shape or got[0].shape[0] != case[1]:
             return f"a GPT fed {case[1]} tokens one by one through its caches should give the logits of each"
@@ -222,6 +320,134 @@ def _check_cached(case: Case, got: tuple) -> str | None:
         return None if ok else f"positions {start}..{start + T - 1} do not fit a cache of {block}: expected ValueError"
     why = compare(got, cached_attention_np(qkv, kc, vc, int(start), int(n_head)), FLOAT32)
     return why and f"cached_attention of {T} new positions from {start}, {n_head} heads (y, k_cache, v_cache): {why}"
+
+
+def _cfg(vocab, block, n_layer, n_head, n_embd, rms=0, relu=0, bias=1, tie=1, norm_weights=1, init_std=0.02):
+    return np.array([vocab, block, n_layer, n_head, n_embd, rms, relu, bias, tie, norm_weights, init_std])
+
+
+def _model_cases(rng: np.random.Generator) -> list[Case]:
+    """Forward passes of random configs (both norms, both activations, with and without biases, norm weights, a
+    tied head), the KV cache path, the initial parameters' statistics and the errors."""
+    def seed():
+        return int(rng.integers(0, 1 << 30))
+    none = np.zeros((0, 0), np.int64)
+    cases = []
+    for cfg, B, T, targets in [(_cfg(11, 8, 2, 2, 8), 2, 5, 1), (_cfg(13, 6, 1, 4, 8, rms=1, relu=1, bias=0, tie=0,
+                                                                         norm_weights=0), 3, 6, 1),
+                               (_cfg(7, 9, 3, 3, 12, rms=1, bias=1), 1, 9, 1),
+                               (_cfg(9, 4, 2, 1, 4, relu=1, tie=0), 2, 1, 0),
+                               (_cfg(10, 8, 1, 2, 8, bias=0, norm_weights=0), 1, 3, 1)]:
+        V = int(cfg[0])
+        idx = rng.integers(0, V, (B, T))
+        cases.append((0, seed(), cfg, idx, rng.integers(0, V, (B, T)) if targets else none))
+    for cfg, T, chunk in [(_cfg(11, 8, 2, 2, 8), 8, 1), (_cfg(9, 10, 1, 4, 8, rms=1, relu=1, bias=0, tie=0), 7, 3)]:
+        cases.append((1, seed(), cfg, rng.integers(0, int(cfg[0]), (1, T)), chunk))
+    for cfg in [_cfg(50, 32, 3, 4, 32), _cfg(40, 24, 2, 2, 32, rms=1, bias=0, tie=0, init_std=0.05)]:
+        cases.append((2, seed(), cfg, none, 0))
+    cfg = _cfg(9, 6, 1, 2, 8)
+    cases.append((3, seed(), cfg, rng.integers(0, 9, (1, 4)), 3))   # positions 3..6, block_size 6
+    cases.append((3, seed(), cfg, rng.integers(0, 9, (2, 7)), 0))    # 7 positions, block_size 6
+    cases.append((4, seed(), cfg, rng.integers(0, 9, (1, 1)), 2))    # fresh caches (length 0) fed at start 2
+    return cases
+
+
+def _expected_std(name: str, cfg: dict) -> float:
+    resid = name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight")
+    return cfg["init_std"] / math.sqrt(2 * cfg["n_layer"]) if resid else cfg["init_std"]
+
+
+def _check_init(cfg: dict, got: tuple) -> str | None:
+    shapes = param_shapes(cfg)
+    if len(got) != len(shapes):
+        return f"a fresh GPT reported {len(got)} parameters, expected {len(shapes)}"
+    pooled = []
+    for (name, shape), p in zip(shapes, got):
+        p = np.asarray(p, np.float64)
+        if p.shape != shape:
+            return f"{name}: shape {p.shape}, expected {shape}"
+        if len(shape) == 1:
+            want = 0.0 if name.endswith(".bias") else 1.0
+            if not np.all(p == want):
+                why = "biases start at 0" if want == 0 else "a norm starts as the identity: its weight is left at 1"
+                return f"a fresh GPT's {name} should be all {want:g} ({why})"
+            continue
+        std = _expected_std(name, cfg)
+        off = abs(p.std() / std - 1) > 0.15 or abs(p.mean()) > 5 * std / math.sqrt(p.size)
+        if not np.all(np.isfinite(p)) or off:
+            return (f"a fresh GPT's {name} {shape} has mean {p.mean():.3g} and std {p.std():.3g}; expected normal with "
+                    f"mean 0 and std {std:.3g}" + (" (init_std / sqrt(2 n_layer): it writes into the residual stream)"
+                                              if std != cfg["init_std"] else " (init_std)"))
+        pooled.append(p.reshape(-1) / std)
+    z = np.concatenate(pooled)
+    kurtosis = np.mean(z ** 4) / np.mean(z ** 2) ** 2 - 3
+    if abs(kurtosis) > 0.3:
+        return f"a fresh GPT's matrices are not normally distributed (excess kurtosis {kurtosis:.2f}, a normal's is 0)"
+    return None
+
+
+def _check_model(case: Case, got: tuple) -> str | None:
+    kind, seed, cfg, idx, extra = case
+    cfg, idx = model_config(cfg), np.asarray(idx, np.int64)
+    where = ", ".join(f"{k}={v}" for k, v in cfg.items())
+    if kind == 2:
+        return _check_init(cfg, got)
+    if kind in (3, 4):
+        ok = len(got) == 1 and got[0].size == 1 and int(got[0].reshape(-1)[0]) == 1
+        what = (f"caches of length 0 fed at start {extra}" if kind == 4 else
+                f"positions {extra}..{extra + idx.shape[1] - 1} with block_size {cfg['block_size']}")
+        return None if ok else f"GPT({where}): {what}: expected ValueError"
+    P = model_params(seed, cfg)
+    part = Part(cases=lambda rng: [], rtol=1e-3, atol=2e-4)
+    if kind == 1:
+        want, _ = gpt_np(P, cfg, idx)
+        if len(got) != 2:
+            return f"the hidden tests reported {len(got)} values"
+        why = compare((got[0],), (want[0],), part)
+        if why:
+            return f"GPT({where}) fed {idx.shape[1]} tokens {extra} at a time through its KV caches: {why}"
+        if got[1].tolist() != [idx.shape[1]] * cfg["n_layer"]:
+            return f"after {idx.shape[1]} tokens fed through the caches their lengths should be {idx.shape[1]}, " \
+                   f"got {got[1].tolist()}"
+        return None
+    targets = np.asarray(extra, np.int64) if np.size(extra) else None
+    logits, loss = gpt_np(P, cfg, idx, targets)
+    why = compare(got, (logits, np.float64(np.nan if loss is None else loss)), part) if targets is not None else \
+        compare(got[:1], (logits,), part) if len(got) == 2 and np.isnan(got[1]).all() else \
+        "without targets the loss must be None"
+    return why and f"GPT({where}) on idx {idx.shape}{'' if targets is None else ' with targets'}: {why}"
+
+
+GELU_LARGE = np.array([0.0, 1e-300, -1e-8, 18.0, -18.0, 19.5, -19.5, 40.0, -40.0, 1e5, -1e5, 1e10, -1e10, 1e60,
+                       -1e60, 1e120, -1e120, 1e160, -1e160, 1e300, -1e300])
+
+
+def _gelu_cases(rng: np.random.Generator) -> list[Case]:
+    """(x, g, layout): moderate values, a wide range of magnitudes (to 1e300: x^3 and x^2 overflow), and strided
+    views of float64 and float32 data."""
+    wide = np.concatenate([GELU_LARGE, rng.choice([-1, 1], 40) * 10.0 ** rng.uniform(-3, 300, 40)])
+    cases = [(rng.normal(size=(3, 5)) * 3, rng.normal(size=(3, 5)), 0),
+             (rng.uniform(-8, 8, 200), rng.normal(size=200), 0),
+             (wide, rng.normal(size=wide.shape), 0), (rng.normal(size=(4, 6)) * 4, rng.normal(size=(4, 6)), 1),
+             (rng.normal(size=(2, 3, 5)) * 2, rng.normal(size=(2, 3, 5)), 1),
+             (rng.normal(size=(5, 7)) * 3, rng.normal(size=(5, 7)), 2), (np.array([[0.7]]), np.array([[1.0]]), 0)]
+    return cases
+
+
+def _check_gelu(case: Case, got: tuple) -> str | None:
+    x, g, layout = case
+    x, g = np.asarray(x, np.float64), np.asarray(g, np.float64)
+    if layout == 2:
+        x, g = x.astype(np.float32).astype(np.float64), g.astype(np.float32).astype(np.float64)
+    want = (gelu_np(x), g * gelu_grad_np(x))
+    if len(got) == 2 and not all(np.all(np.isfinite(a)) for a in got):
+        bad = [float(v) for v in x.reshape(-1)[~(np.isfinite(got[0]) & np.isfinite(got[1])).reshape(-1)][:3]]
+        return f"gelu or its gradient is not finite at x = {bad}: for large |x|, x^3 and x^2 overflow to inf"
+    part = Part(cases=lambda rng: [], rtol=1e-5, atol=1e-6) if layout == 2 else Part(cases=lambda rng: [], rtol=1e-7,
+                                                                                       atol=1e-12)
+    why = compare(got, want, part)
+    layouts = ("float64", "float64 through a transposed view", "float32 through a transposed view")
+    return why and f"gelu of x {x.shape} ({layouts[int(layout)]}), (y, x.grad): {why}"
 
 
 def _generate_cases(rng: np.random.Generator) -> list[Case]:
@@ -291,6 +517,8 @@ def _check_generate(case: Case, got: tuple) -> str | None:
 
 
 PARTS = {
+    "model": Part(cases=_model_cases, check=_check_model),
+    "gelu": Part(cases=_gelu_cases, check=_check_gelu),
     "layer_norm_backward": Part(cases=_layer_norm_cases, check=_check_layer_norm),
     "rms_norm_backward": Part(cases=_rms_cases, check=_check_rms),
     "attention_backward": Part(cases=_attention_cases, check=_check_attention),

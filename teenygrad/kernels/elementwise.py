@@ -95,20 +95,6 @@ def stable_sigmoid(x):
     return z / (1.0 + z)
 
 
-@kernel
-def gelu_tanh(x):
-    """GELU, tanh approximation: 0.5 x (1 + tanh(k (x + a x^3))), k = GELU_K, a = GELU_A."""
-    return 0.5 * x * (1.0 + math.tanh(GELU_K * (x + GELU_A * x * x * x)))
-
-
-@kernel
-def gelu_grad(x):
-    """d/dx [0.5 x (1 + tanh(k (x + a x^3)))] = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2),
-    where t = tanh(k (x + a x^3))."""
-    t = math.tanh(GELU_K * (x + GELU_A * x * x * x))
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_A * x * x)
-
-
 # ---- unary kernels: fn(shape, x, x_strides, x_offset, out) -----------------------------------------
 
 @kernel
@@ -174,15 +160,6 @@ def relu(shape, x, x_strides, x_offset, out):
         for j in range(n):
             v = x[u(ix + j * sx)]
             out[u(o + j)] = v if v > 0 else 0
-
-
-@kernel
-def gelu_strided(shape, x, x_strides, x_offset, out):
-    n, sx = shape[-1], x_strides[-1]
-    for r in range(out.size // n):
-        ix, o = row_start(r, shape, x_strides, x_offset), r * n
-        for j in range(n):
-            out[u(o + j)] = gelu_tanh(x[u(ix + j * sx)])
 
 
 @kernel
@@ -358,14 +335,59 @@ fast = kernel(fastmath=True, numpy_errors=True)  # x / 0 -> inf, no zero-divisor
 parallel = kernel(parallel=True, fastmath=True, numpy_errors=True)
 
 
-@kernel
-def gelu_backward_strided(shape, x, x_strides, x_offset, g, g_strides, g_offset, out):
-    n, sx, sg = shape[-1], x_strides[-1], g_strides[-1]
-    for r in range(out.size // n):
-        ix, ig = row_start(r, shape, x_strides, x_offset), row_start(r, shape, g_strides, g_offset)
-        o = r * n
-        for j in range(n):
-            out[u(o + j)] = g[u(ig + j * sg)] * gelu_grad(x[u(ix + j * sx)])
+# ---- exercise 9's piece: GELU and its derivative on any layout and dtype (float64, strided views); their scalar
+# functions gelu_tanh and gelu_grad are defined inside, so nothing else in the package computes them.
+
+@exercise("09-gpt", "gelu")
+def gelu_strided(shape: np.ndarray, x: np.ndarray, x_strides: np.ndarray, x_offset: int, out: np.ndarray) -> None:
+    """out[flat(i)] = gelu(x(i)), the unary convention of the module docstring, where
+    gelu(x) = 0.5 x (1 + tanh(GELU_K (x + GELU_A x^3))), finite for every finite x (for |x| past ~1e102 x^3 is
+    inf: tanh is then +-1 and gelu(x) is x or -0)."""
+    kern = _COMPILED.get("gelu_strided")
+    if kern is None:
+        @kernel
+        def gelu_tanh(x):
+            return 0.5 * x * (1.0 + math.tanh(GELU_K * (x + GELU_A * x * x * x)))
+
+        @kernel
+        def kern(shape, x, x_strides, x_offset, out):
+            n, sx = shape[-1], x_strides[-1]
+            for r in range(out.size // n):
+                ix, o = row_start(r, shape, x_strides, x_offset), r * n
+                for j in range(n):
+                    out[u(o + j)] = gelu_tanh(x[u(ix + j * sx)])
+
+        _COMPILED["gelu_strided"] = kern
+    kern(shape, x, x_strides, x_offset, out)
+
+
+@exercise("09-gpt", "gelu")
+def gelu_backward_strided(shape: np.ndarray, x: np.ndarray, x_strides: np.ndarray, x_offset: int, g: np.ndarray,
+                          g_strides: np.ndarray, g_offset: int, out: np.ndarray) -> None:
+    """out[flat(i)] = g(i) * gelu'(x(i)) (the binary convention, x first), where with t = tanh(k (x + a x^3)):
+    gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2), k = GELU_K, a = GELU_A. Finite for every finite x:
+    where t is +-1 exactly (|x| past ~19) the second term is 0, written so (x^2 overflows past ~1e154, and
+    0 * inf would be nan); gelu' is then 1 or 0."""
+    kern = _COMPILED.get("gelu_backward_strided")
+    if kern is None:
+        @kernel
+        def gelu_grad(x):
+            t = math.tanh(GELU_K * (x + GELU_A * x * x * x))
+            if t * t == 1.0:
+                return 0.5 * (1.0 + t)
+            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_K * (1.0 + 3.0 * GELU_A * x * x)
+
+        @kernel
+        def kern(shape, x, x_strides, x_offset, g, g_strides, g_offset, out):
+            n, sx, sg = shape[-1], x_strides[-1], g_strides[-1]
+            for r in range(out.size // n):
+                ix, ig = row_start(r, shape, x_strides, x_offset), row_start(r, shape, g_strides, g_offset)
+                o = r * n
+                for j in range(n):
+                    out[u(o + j)] = g[u(ig + j * sg)] * gelu_grad(x[u(ix + j * sx)])
+
+        _COMPILED["gelu_backward_strided"] = kern
+    kern(shape, x, x_strides, x_offset, g, g_strides, g_offset, out)
 
 
 @fast
@@ -411,7 +433,7 @@ def gelu32_forward_parallel(x, out):
 
 @fast
 def gelu32_backward(x, g, out, lo, hi):
-    """out = g * gelu'(x) on elements lo..hi (float32, contiguous); see gelu_grad."""
+    """out = g * gelu'(x) on elements lo..hi (float32, contiguous); see gelu_backward_strided."""
     x, g, out = x[lo:hi], g[lo:hi], out[lo:hi]  # slices from 0: vectorises (see gelu32_forward)
     for i in range(x.size):
         v = x[i]
