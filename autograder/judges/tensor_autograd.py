@@ -16,9 +16,9 @@ it on the grader's inputs and report what comes out; this judge recomputes every
                      x0[key] (arg: the key, one row per entry, see _key) / cat([x0, x1, x2], arg[0]), codes 0-4
   elementwise_rules  (code, a, b, w, nc)               the rule of sqrt tanh sigmoid relu abs (codes 0-4, b unused),
                      a / b, a ** b, a ** float(b) (only a needs a gradient), a.maximum(b) (codes 5-8)
-  matmul_rules       (code, a, b, c, w, needs, nc)     the rule of a @ b (code 0) / F.linear(a, b, c) (code 1; c of
-                     size 0: no bias), leaf i requiring grad when needs[i]; reported per input: its gradient, or
-                     1 when the rule gave None/False for an input that needs none (0 when it gave anything else)
+  matmul_rules       (a, b, w, needs, nc)              the rule of a @ b (batch broadcasting, 1-D operands), leaf i
+                     requiring grad when needs[i]; reported per input: its gradient, or 1 when the rule gave
+                     None/False for an input that needs none (0 when it gave anything else)
   kernel_launchers   (code, x, aux, axis, w, nc)       the rule of x.softmax(axis) / x.log_softmax(axis) (codes 0,
                      1), of cross_entropy(x, aux) (code 2, w the 0-d upstream), of x.gather(axis, aux) (code 3),
                      and scatter_add(w, x.shape, axis, aux) called directly (code 4, axis negative): dx
@@ -402,46 +402,37 @@ def _elementwise(code, a, b, w, noncontiguous):
 
 # ---- part matmul_rules ----------------------------------------------------------------------------------------------
 
-_PRODUCTS = [  # (code, a's shape, b's shape, c's shape, needs): code 0 a @ b, code 1 F.linear(x=a, W=b, bias=c)
-    (0, (3, 4), (4, 5), (0,), (1, 1)), (0, (2, 3, 4), (4, 5), (0,), (1, 1)), (0, (2, 3, 4), (2, 4, 5), (0,), (1, 1)),
-    (0, (2, 1, 3, 4), (3, 4, 2), (0,), (1, 1)), (0, (1, 3, 4), (5, 4, 2), (0,), (1, 1)),
-    (0, (5, 4), (2, 4, 3), (0,), (1, 1)),
-    (0, (4,), (4, 5), (0,), (1, 1)), (0, (3, 4), (4,), (0,), (1, 1)), (0, (4,), (4,), (0,), (1, 1)),
-    (0, (4,), (2, 4, 3), (0,), (1, 1)), (0, (2, 3, 4), (4,), (0,), (1, 1)), (0, (1, 1), (1, 1), (0,), (1, 1)),
-    (0, (3, 4), (4, 5), (0,), (1, 0)), (0, (2, 3, 4), (4, 5), (0,), (0, 1)), (0, (2, 3, 4), (1, 4, 2), (0,), (0, 1)),
-    (1, (5, 3), (4, 3), (4,), (1, 1, 1)), (1, (2, 3, 3), (2, 3), (0,), (1, 1)), (1, (3,), (2, 3), (2,), (1, 1, 1)),
-    (1, (2, 2, 4), (3, 4), (3,), (0, 1, 1)), (1, (6, 2), (1, 2), (1,), (1, 0, 0)), (1, (4, 3), (5, 3), (5,), (1, 1, 0)),
+_PRODUCTS = [  # (a's shape, b's shape, needs) of a @ b
+    ((3, 4), (4, 5), (1, 1)), ((2, 3, 4), (4, 5), (1, 1)), ((2, 3, 4), (2, 4, 5), (1, 1)),
+    ((2, 1, 3, 4), (3, 4, 2), (1, 1)), ((1, 3, 4), (5, 4, 2), (1, 1)), ((5, 4), (2, 4, 3), (1, 1)),
+    ((4,), (4, 5), (1, 1)), ((3, 4), (4,), (1, 1)), ((4,), (4,), (1, 1)),
+    ((4,), (2, 4, 3), (1, 1)), ((2, 3, 4), (4,), (1, 1)), ((1, 1), (1, 1), (1, 1)),
+    ((3, 4), (4, 5), (1, 0)), ((2, 3, 4), (4, 5), (0, 1)), ((2, 3, 4), (1, 4, 2), (0, 1)), ((4,), (2, 4, 3), (0, 1)),
 ]
 
 
 def _matmul_cases(rng: np.random.Generator) -> list[Case]:
     cases = []
-    for i, (code, sa, sb, sc, needs) in enumerate(_PRODUCTS):
-        a, b, c = rng.normal(size=sa), rng.normal(size=sb), rng.normal(size=sc)
-        out = np.matmul(a, b) if code == 0 else a @ b.T
-        cases.append((code, a, b, c, rng.normal(size=out.shape), np.array(needs, dtype=np.int64), i % 2))
+    for i, (sa, sb, needs) in enumerate(_PRODUCTS):
+        a, b = rng.normal(size=sa), rng.normal(size=sb)
+        cases.append((a, b, rng.normal(size=np.matmul(a, b).shape), np.array(needs, dtype=np.int64), i % 2))
     return cases
 
 
-def _matmul_rules(code, a, b, c, w, needs, noncontiguous):
-    w = np.asarray(w)
-    if code == 0:  # 1-D operands: a row (1, K), a column (K, 1); their dim put back into w
-        a1, b1 = (a[None, :] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
-        g = w[..., None] if b.ndim == 1 else w
-        g = g[..., None, :] if a.ndim == 1 else g
-        grads = [unbroadcast_np(g @ np.swapaxes(b1, -1, -2), a1.shape).reshape(a.shape),
-                 unbroadcast_np(np.swapaxes(a1, -1, -2) @ g, b1.shape).reshape(b.shape)]
-    else:
-        w2 = w.reshape(-1, w.shape[-1])
-        grads = [w @ b, w2.T @ a.reshape(-1, a.shape[-1])] + ([w2.sum(0)] if c.size else [])
+def _matmul_rules(a, b, w, needs, noncontiguous):
+    w = np.asarray(w)  # 1-D operands: a row (1, K), a column (K, 1); their dim put back into w
+    a1, b1 = (a[None, :] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+    g = w[..., None] if b.ndim == 1 else w
+    g = g[..., None, :] if a.ndim == 1 else g
+    grads = [unbroadcast_np(g @ np.swapaxes(b1, -1, -2), a1.shape).reshape(a.shape),
+             unbroadcast_np(np.swapaxes(a1, -1, -2) @ g, b1.shape).reshape(b.shape)]
     return tuple(gr if n else np.int64(1) for gr, n in zip(grads, np.asarray(needs).tolist()))
 
 
 def _matmul_check(case: Case, outputs: tuple) -> str | None:
-    code, a, b, c, w, needs, _ = case
+    a, b, w, needs, _ = case
     want = _matmul_rules(*case)
-    op = (f"a @ b with a {a.shape}, b {b.shape}" if code == 0 else
-          f"F.linear with x {a.shape}, W {b.shape}" + (", a bias" if c.size else ", no bias"))
+    op = f"a @ b with a {a.shape}, b {b.shape}"
     if len(outputs) != len(want):
         return f"the rule of {op}: {len(outputs)} gradients reported, expected {len(want)}"
     for k, (got, exp, need) in enumerate(zip(outputs, want, np.asarray(needs).tolist())):

@@ -5,8 +5,8 @@ Composed from Tensor ops, a layer norm is ~8 kernels and as many full-size tempo
 nodes per layer; fused, each reads its inputs once and writes its outputs once, and its backward uses what the
 forward saved (per-row mean and 1/std; the attention probabilities). `teenygrad.functional` exposes them as
 `F.linear`, `F.layer_norm`, ...; `F.unfused` swaps in the composed versions, so chapter 9 can measure what
-each fusion buys. Linear's rule is a piece of exercise 6; layer norm's and RMS norm's backward, attention's
-backward and the KV-cached attention are exercise 9's pieces: their kernels are defined inside them.
+each fusion buys. Layer norm's and RMS norm's backward, attention's backward and the KV-cached attention are
+exercise 9's pieces: their kernels are defined inside them.
 """
 from __future__ import annotations
 
@@ -66,12 +66,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out
 
 
-@exercise("06-tensor-autograd", "matmul_rules")
-def linear_backward(ctx: autograd.Node, g: Tensor) -> tuple:
-    """The backward rule of the op "linear", y = x W^T + b: x (..., in), W (out, in), b (out,) or no bias.
-    ctx.x, ctx.w: x and W (detached); ctx.inputs: (x, W) or (x, W, b); ctx.needs: one bool per input; g: dL/dy,
-    (..., out). Returns dx = g W (x's shape), dW = g^T x summed over every row of the batch (W's shape), and, with a
-    bias, db = g summed over every row; one per input, False for an input that needs none (not computed)."""
+def _linear_backward(ctx: autograd.Node, g: Tensor) -> tuple:
     x, w = ctx.x, ctx.w
     g2 = g.reshape(-1, g.shape[-1])
     dx = ctx.needs[0] and g @ w                                             # (..., out) @ (out, in)
@@ -364,7 +359,7 @@ def cached_attention(qkv: Tensor, k_cache: np.ndarray, v_cache: np.ndarray, star
 
 
 RULES = {
-    "linear": linear_backward,             # dx = g W, dW = g^T x, db = sum of g (a piece of exercise 6)
+    "linear": _linear_backward,            # dx = g W, dW = g^T x, db = sum of g
     "layer_norm": layer_norm_backward,     # one kernel: dx, dw, db (a piece of exercise 9)
     "rms_norm": rms_norm_backward,         # one kernel: dx, dw (a piece of exercise 9)
     "attention": attention_backward,       # one kernel: dqkv (a piece of exercise 9)

@@ -39,9 +39,7 @@ ANSWERS = {
     "matmul_rules": (
         "from teenygrad.ops import DEFAULT_RULES\n\n\n"
         "def matmul_backward(ctx, g):\n"
-        "    return DEFAULT_RULES['matmul'](ctx, g)\n\n\n"
-        "def linear_backward(ctx, g):\n"
-        "    return DEFAULT_RULES['linear'](ctx, g)\n"),
+        "    return DEFAULT_RULES['matmul'](ctx, g)\n"),
     "kernel_launchers": (
         "from teenygrad.ops import movement\n"
         "from teenygrad.ops.losses import cross_entropy_grad\n"
