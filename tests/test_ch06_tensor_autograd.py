@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ import teenygrad as tg
 from autograder.judges.tensor_autograd import ERRORS, PARTS, _reduction
 from teenygrad import edition
 from teenygrad.grading import GRADING_DIR_ENV
+from teenygrad.kernels.jit import JIT_ENABLED
 
 from conftest import notebook_namespace, replacing, run_hidden, solution_cells
 
@@ -24,7 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 CHAPTER = REPO / "chapters" / "06-tensor-autograd.ipynb"
 SOLUTIONS = REPO / "solutions" / "06-tensor-autograd.ipynb"
 ASSIGNMENT = "06-tensor-autograd"
-POINTS = {"backward": 4, "unbroadcast": 1, "reduction_rules": 2, "movement_rules": 2, "elementwise_rules": 3}
+POINTS = {"backward": 4, "unbroadcast": 1, "reduction_rules": 2, "movement_rules": 2, "elementwise_rules": 3,
+          "matmul_rules": 2, "kernel_launchers": 3}
 
 
 def _grads(forward, inputs, w, noncontiguous=False):
@@ -70,7 +73,7 @@ def test_rules_agree_with_finite_differences(seed):
 def test_the_rules_tables_run_the_pieces():
     """Installing a learner's function replaces what backward runs: every table entry of a piece is the marked one."""
     rules = {p.name: p for p in edition.pieces() if p.assignment == ASSIGNMENT and p.part.endswith("_rules")}
-    assert len(rules) == 16
+    assert len(rules) == 17
     names = {getattr(rule, "__name__", ""): op for op, rule in tg.ops.RULES.items()}
     for name in rules:
         assert name in names and getattr(tg.ops.RULES[names[name]], "__teenygrad_piece__", None), name
@@ -78,9 +81,17 @@ def test_the_rules_tables_run_the_pieces():
 
 # --- the judge against teenygrad's own pieces, and the solutions notebook against the judge ------------------------
 
+def _kernel_without_cache(fn=None, **options):
+    """teenygrad.kernels.kernel without the disk cache, which needs a source file (exec'd cells have none), and with
+    bounds checks: a wrong kernel (scatter_add's) writes outside its buffer, which must raise, not corrupt memory."""
+    wrap = numba.njit(boundscheck=True, **options) if JIT_ENABLED else (lambda f: f)
+    return wrap(fn) if fn is not None else wrap
+
+
 def _notebook_namespace(transform=None, install=True) -> tuple[dict, dict]:
     """The notebook's setup and solution cells run, and its pieces installed in teenygrad (as its test cells do)."""
-    namespace, hidden = notebook_namespace(SOLUTIONS, transform)
+    namespace, hidden = notebook_namespace(SOLUTIONS, transform,
+                                           after_exec=lambda ns: ns.__setitem__("kernel", _kernel_without_cache))
     if install:
         for part, pieces in edition.parts(ASSIGNMENT).items():
             edition.install(ASSIGNMENT, part, *(namespace[p.name] for p in pieces))
@@ -116,7 +127,8 @@ def test_cases_cover_the_edge_cases():
     assert any((c[1] == 0).any() for c in graphs) and any((c[2] == 3).any() for c in graphs), "constants, detach"
     assert any((c[3] == c[4]).any() and (c[2][c[3] == c[4]] < 2).any() for c in graphs), "x * x, x + x"
     assert len(ERRORS) == 10
-    for name in ["unbroadcast", "reduction_rules", "movement_rules", "elementwise_rules"]:
+    for name in ["unbroadcast", "reduction_rules", "movement_rules", "elementwise_rules", "matmul_rules",
+                 "kernel_launchers"]:
         assert {c[-1] for c in PARTS[name].cases(rng)} == {0, 1}, f"{name}: contiguous and non-contiguous cases"
     assert {c[0] for c in PARTS["reduction_rules"].cases(rng)} == {0, 1, 2}
     assert {c[0] for c in PARTS["movement_rules"].cases(rng)} == {0, 1, 2, 3, 4}
@@ -126,6 +138,14 @@ def test_cases_cover_the_edge_cases():
     assert any(0 in x.shape for c in PARTS["movement_rules"].cases(rng) for x in c[1:4] if c[0] == 4)
     kinks = [c[1] for c in PARTS["elementwise_rules"].cases(rng) if c[0] in (3, 4)]
     assert any((a == 0).any() for a in kinks), "relu and abs at 0"
+    products = PARTS["matmul_rules"].cases(rng)
+    assert any(0 in c[3] for c in products), "an operand that needs no gradient"
+    assert any(c[0].ndim == 1 for c in products) and any(c[1].ndim == 1 for c in products), "1-D operands"
+    assert any(c[0].ndim == 1 and 0 in c[3] for c in products), "a 1-D operand, the other needing no gradient"
+    launches = PARTS["kernel_launchers"].cases(rng)
+    assert {c[0] for c in launches} == set(range(5))
+    assert any(np.abs(c[1]).max(initial=0) > 500 for c in launches if c[0] == 2), "cross-entropy: huge logits"
+    assert any((c[2] < 0).any() for c in launches if c[0] == 4), "scatter_add: negative indices"
 
 
 def test_solutions_notebook_matches_the_judge():
@@ -204,6 +224,25 @@ WRONG = {  # (part, text in the solution, replacement): plausible mistakes the j
                                           "(g * ctx.out * a.log()).sum().expand(*b.shape)"),
     "maximum: a tie goes to b": ("elementwise_rules", "a_wins = ctx.a >= ctx.b", "a_wins = ctx.a > ctx.b"),
     "maximum: a tie goes to both": ("elementwise_rules", "g * (1 - a_wins)", "g * (ctx.a <= ctx.b)"),
+    "matmul: a size-1 batch dim of b not summed back": (
+        "matmul_rules", "tg.unbroadcast(A.transpose(-1, -2) @ g, B.shape)",
+        "(lambda p: p.sum(tuple(range(p.ndim - B.ndim))) if p.ndim > B.ndim else p)(A.transpose(-1, -2) @ g)"),
+    "matmul: a 1-D b's dim not put back into g": ("matmul_rules", "g = g.unsqueeze(-1)  #", "pass  #"),
+    "matmul: a 1-D a's dim not put back into g": ("matmul_rules", "g = g.unsqueeze(-2)", "pass"),
+    "matmul: ctx.needs ignored, both gradients computed": ("matmul_rules", "if ctx.needs[1]:", "if True:"),
+    "matmul: no transpose of b in da": ("matmul_rules", "g @ B.transpose(-1, -2)", "g @ B"),
+    "softmax: the axis not moved last": (
+        "kernel_launchers", "order = [d for d in range(y.ndim) if d != axis] + [axis]", "order = list(range(y.ndim))"),
+    "softmax: log_softmax run on softmax's kernel": (
+        "kernel_launchers", 'KERNELS[op + "_backward"]', 'KERNELS["softmax_backward"]'),
+    "cross_entropy: g ignored": ("kernel_launchers", "g.item() / rows", "1.0 / rows"),
+    "cross_entropy: divided by the classes, not the rows": (
+        "kernel_launchers", "rows = ctx.targets.size", "rows = ctx.x.shape[1]"),
+    "scatter_add: = instead of +=, repeats overwrite": (
+        "kernel_launchers", "out[(o * n_out + j) * inner + i] += g[src]", "out[(o * n_out + j) * inner + i] = g[src]"),
+    "scatter_add: a negative axis not normalised": ("kernel_launchers", "axis %= len(shape)", "pass"),
+    "scatter_add: negative indices not counted from the end": (
+        "kernel_launchers", "if j < 0:\n                    j += n_out", "if j < -n_out:\n                    j += n_out"),
 }
 
 

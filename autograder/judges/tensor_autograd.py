@@ -1,7 +1,7 @@
 """Judge for assignment 06-tensor-autograd: the engine and the rules of whole op families
 (exercises/06-tensor-autograd.ipynb).
 
-Five parts, each a piece of teenygrad installed by the notebook's test cell; the hidden tests run teenygrad with
+Seven parts, each a piece of teenygrad installed by the notebook's test cell; the hidden tests run teenygrad with
 it on the grader's inputs and report what comes out; this judge recomputes everything with numpy in float64.
 
   backward           (x, req, op, a, b, retain, w)     a random graph (below) built with teenygrad's ops, run by
@@ -16,6 +16,12 @@ it on the grader's inputs and report what comes out; this judge recomputes every
                      x0[key] (arg: the key, one row per entry, see _key) / cat([x0, x1, x2], arg[0]), codes 0-4
   elementwise_rules  (code, a, b, w, nc)               the rule of sqrt tanh sigmoid relu abs (codes 0-4, b unused),
                      a / b, a ** b, a ** float(b) (only a needs a gradient), a.maximum(b) (codes 5-8)
+  matmul_rules       (a, b, w, needs, nc)              the rule of a @ b (batch broadcasting, 1-D operands), leaf i
+                     requiring grad when needs[i]; reported per input: its gradient, or 1 when the rule gave
+                     None/False for an input that needs none (0 when it gave anything else)
+  kernel_launchers   (code, x, aux, axis, w, nc)       the rule of x.softmax(axis) / x.log_softmax(axis) (codes 0,
+                     1), of cross_entropy(x, aux) (code 2, w the 0-d upstream), of x.gather(axis, aux) (code 3),
+                     and scatter_add(w, x.shape, axis, aux) called directly (code 4, axis negative): dx
 
 The rules are called directly (`teenygrad.ops.RULES[node.op](node, w)` on the node of a one-op forward), so a rule
 part is judged without the learner's engine; the test cells install the grader's own `unbroadcast` for them, so a
@@ -394,6 +400,111 @@ def _elementwise(code, a, b, w, noncontiguous):
     return unbroadcast_np(w * a_wins, np.shape(a)), unbroadcast_np(w * (1 - a_wins), np.shape(b))
 
 
+# ---- part matmul_rules ----------------------------------------------------------------------------------------------
+
+_PRODUCTS = [  # (a's shape, b's shape, needs) of a @ b
+    ((3, 4), (4, 5), (1, 1)), ((2, 3, 4), (4, 5), (1, 1)), ((2, 3, 4), (2, 4, 5), (1, 1)),
+    ((2, 1, 3, 4), (3, 4, 2), (1, 1)), ((1, 3, 4), (5, 4, 2), (1, 1)), ((5, 4), (2, 4, 3), (1, 1)),
+    ((4,), (4, 5), (1, 1)), ((3, 4), (4,), (1, 1)), ((4,), (4,), (1, 1)),
+    ((4,), (2, 4, 3), (1, 1)), ((2, 3, 4), (4,), (1, 1)), ((1, 1), (1, 1), (1, 1)),
+    ((3, 4), (4, 5), (1, 0)), ((2, 3, 4), (4, 5), (0, 1)), ((2, 3, 4), (1, 4, 2), (0, 1)), ((4,), (2, 4, 3), (0, 1)),
+]
+
+
+def _matmul_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for i, (sa, sb, needs) in enumerate(_PRODUCTS):
+        a, b = rng.normal(size=sa), rng.normal(size=sb)
+        cases.append((a, b, rng.normal(size=np.matmul(a, b).shape), np.array(needs, dtype=np.int64), i % 2))
+    return cases
+
+
+def _matmul_rules(a, b, w, needs, noncontiguous):
+    w = np.asarray(w)  # 1-D operands: a row (1, K), a column (K, 1); their dim put back into w
+    a1, b1 = (a[None, :] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+    g = w[..., None] if b.ndim == 1 else w
+    g = g[..., None, :] if a.ndim == 1 else g
+    grads = [unbroadcast_np(g @ np.swapaxes(b1, -1, -2), a1.shape).reshape(a.shape),
+             unbroadcast_np(np.swapaxes(a1, -1, -2) @ g, b1.shape).reshape(b.shape)]
+    return tuple(gr if n else np.int64(1) for gr, n in zip(grads, np.asarray(needs).tolist()))
+
+
+def _matmul_check(case: Case, outputs: tuple) -> str | None:
+    a, b, w, needs, _ = case
+    want = _matmul_rules(*case)
+    op = f"a @ b with a {a.shape}, b {b.shape}"
+    if len(outputs) != len(want):
+        return f"the rule of {op}: {len(outputs)} gradients reported, expected {len(want)}"
+    for k, (got, exp, need) in enumerate(zip(outputs, want, np.asarray(needs).tolist())):
+        if not need:
+            if int(np.asarray(got).reshape(-1)[0]) != 1:
+                return f"the rule of {op}: input {k} needs no gradient (ctx.needs[{k}] is false): return False"
+            continue
+        why = compare((got,), (exp,), Part(cases=None, rtol=1e-7, atol=1e-9))
+        if why:
+            return f"the rule of {op}, the gradient of input {k}: {why}"
+    return None
+
+
+# ---- part kernel_launchers ------------------------------------------------------------------------------------------
+
+_LAUNCHES = [  # (code, x's shape, axis): 0 softmax, 1 log_softmax, 2 cross_entropy, 3 gather's rule, 4 scatter_add
+    (0, (3, 4), 1), (0, (3, 4), 0), (0, (2, 3, 4), 1), (0, (5,), 0), (0, (), 0), (0, (2, 0, 3), 2), (0, (4, 6), 1),
+    (1, (3, 4), 1), (1, (4, 3), 0), (1, (2, 3, 4), 0), (1, (1, 1), 1), (1, (4, 6), 1), (1, (), 0),
+    (2, (4, 5), 0), (2, (2, 3, 4), 0), (2, (1, 1), 0), (2, (3, 6), 0), (2, (6,), 0),
+    (3, (3, 4), 1), (3, (3, 4), 0), (3, (2, 3, 4), 1), (3, (5,), 0), (3, (2, 3, 2), 2),
+    (4, (3, 4), -1), (4, (4, 2, 3), -2), (4, (6,), -1),
+]
+
+
+def _launch_cases(rng: np.random.Generator) -> list[Case]:
+    cases = []
+    for i, (code, shape, axis) in enumerate(_LAUNCHES):
+        big = i % 3 == 2  # logits in the thousands: a naive exp overflows, a naive log of 0 is -inf
+        x = rng.normal(size=shape) * (1000.0 if big and code < 3 else 2.0)
+        aux = np.zeros(0, dtype=np.int64)
+        w_shape = shape
+        if code == 2:
+            rows = shape[:-1]
+            aux = rng.integers(0, shape[-1], size=rows)
+            w_shape = ()
+        elif code >= 3:  # an index with repeats (and, for scatter_add, negative entries), picks along `axis`
+            picks = list(shape)
+            picks[axis] = shape[axis] + 2
+            aux = rng.integers(-shape[axis] if code == 4 else 0, shape[axis], size=picks)
+            w_shape = tuple(picks)
+        cases.append((code, x, aux, np.int64(axis), rng.normal(size=w_shape), i % 2))
+    return cases
+
+
+def _softmax_np(x, axis):
+    z = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return z / z.sum(axis=axis, keepdims=True)
+
+
+def _launches(code, x, aux, axis, w, noncontiguous):
+    w, axis = np.asarray(w), int(axis)
+    if x.ndim == 0:  # one row of one element: softmax is 1, log_softmax 0, whatever x is: dx = 0
+        return np.zeros(())
+    if code == 0:
+        y = _softmax_np(x, axis)
+        return y * (w - (w * y).sum(axis=axis, keepdims=True))
+    if code == 1:
+        return w - _softmax_np(x, axis) * w.sum(axis=axis, keepdims=True)
+    if code == 2:
+        x2, t = x.reshape(-1, x.shape[-1]), np.asarray(aux).reshape(-1)
+        dx = _softmax_np(x2, 1)
+        dx[np.arange(len(t)), t] -= 1
+        return (float(w) * dx / len(t)).reshape(x.shape)
+    dx = np.zeros(x.shape)
+    axis = axis % x.ndim
+    for pos in np.ndindex(aux.shape):
+        dst = list(pos)
+        dst[axis] = int(aux[pos]) % x.shape[axis]
+        dx[tuple(dst)] += w[pos]
+    return dx
+
+
 def _named(reference, names):
     """The reference, and a check that names the op of a failing case."""
     def check(case: Case, outputs: tuple) -> str | None:
@@ -411,4 +522,8 @@ PARTS = {
         _movement, lambda c: ["reshape", "permute", "expand", "index (basic slicing)", "cat"][c[0]])),
     "elementwise_rules": Part(cases=_elementwise_cases, check=_named(
         _elementwise, lambda c: (UNARY + ["div", "pow", "pow (a constant exponent)", "maximum"])[c[0]])),
+    "matmul_rules": Part(cases=_matmul_cases, check=_matmul_check),
+    "kernel_launchers": Part(cases=_launch_cases, check=_named(_launches, lambda c: (
+        ["softmax", "log_softmax", "cross_entropy", "gather", "scatter_add (called directly)"][c[0]]
+        + f" on x of shape {c[1].shape}" + (f", axis {int(c[3])}" if c[0] != 2 else "")))),
 }

@@ -44,8 +44,8 @@ Movement (see `movement.py`):
     copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset)     dst(i) = src(i)
     gather(x, idx, out, outer, n_src, n_idx, inner)                           out[o,k,i] = x[o,idx[o,k,i],i]
     index_select(x, idx, out, outer, n_src, inner)                            out[o,k,i] = x[o,idx[k],i]
-    scatter_add: gather's backward (same arguments, `out` zeroed, `+=` instead of `=`); index_select's
-        backward is a piece of exercise 8 (`teenygrad.ops.movement.index_add`), with its kernel inside it
+    Their backwards are pieces, each with its kernel inside it (`teenygrad.ops.movement`): gather's,
+        `scatter_add`, of exercise 6; index_select's, `index_add`, of exercise 8
 Backward kernels beside their forwards: gelu_backward (binary convention, out = g * gelu'(x));
     softmax_backward / log_softmax_backward(y, g, M, N, dx) (see `softmax.py`).
 Losses (see `loss.py`): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx).
@@ -81,9 +81,8 @@ KERNELS: dict[str, Callable] = {
     "softmax_backward": softmax.softmax_backward, "log_softmax_backward": softmax.log_softmax_backward,
     # matrix products (matmul.py)
     "matmul": matmul, "matmul_batched": matmul_batched,
-    # movement (movement.py): copies and casts, indexing, and the backward of indexing
+    # movement (movement.py): copies and casts, indexing
     "copy": movement.copy, "gather": movement.gather, "index_select": movement.index_select,
-    "scatter_add": movement.scatter_add,
     # losses (loss.py)
     "cross_entropy": loss.cross_entropy, "cross_entropy_backward": loss.cross_entropy_backward,
     # the transformer's fused ops (fused.py), forward and backward

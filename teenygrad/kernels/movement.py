@@ -17,12 +17,9 @@ index_select(x, idx, out, outer, n_src, inner)
 Indices may be negative (counted from the end, as in numpy); anything outside [-n_src, n_src) raises
 IndexError.
 
-Their backwards, side by side with them (an index that repeats collects every gradient, hence `+=`):
-scatter_add(g, idx, out, outer, n_src, n_idx, inner)      backward of gather
-    g, idx: contiguous (outer, n_idx, inner); out: contiguous (outer, n_src, inner), zero-filled;
-    out[o, idx[o, k, i], i] += g[o, k, i]
-(index_select's backward, the embedding's gradient, is exercise 8's `index_add`: its kernel lives inside
-`teenygrad.ops.movement.index_add`.)
+Their backwards are pieces of exercises, their kernels inside them (an index that repeats collects every gradient,
+hence `+=`): gather's is exercise 6's `teenygrad.ops.movement.scatter_add`, index_select's (the embedding's
+gradient) exercise 8's `teenygrad.ops.movement.index_add`.
 """
 from __future__ import annotations
 
@@ -94,13 +91,3 @@ def index_select(x, idx, out, outer, n_src, inner):
             dst = (o * n_idx + k) * inner
             for i in range(inner):
                 out[u(dst + i)] = x[u(src + i)]
-
-
-@kernel
-def scatter_add(g, idx, out, outer, n_src, n_idx, inner):
-    for o in range(outer):
-        for k in range(n_idx):
-            row = (o * n_idx + k) * inner
-            for i in range(inner):
-                dst = checked_index(idx[row + i], n_src)
-                out[u((o * n_src + dst) * inner + i)] += g[u(row + i)]

@@ -1,13 +1,15 @@
 """Cross-entropy (chapters 4 and 6), fused: one kernel forward, one backward (`teenygrad.kernels.loss`).
 
 Composed from ops it would be log_softmax, gather, mean and their three backwards; fused, the forward keeps
-only each row's log-sum-exp and the backward writes softmax - onehot in one pass.
+only each row's log-sum-exp and the backward writes softmax - onehot in one pass. The forward's kernel and the
+backward's are exercise 4's pieces; the rule that launches the backward's, `cross_entropy_grad`, is exercise 6's.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from teenygrad import autograd, tracing
+from teenygrad.edition import exercise
 from teenygrad.kernels import KERNELS
 from teenygrad.ops.buffers import as_float, cast, contiguous, detached, new
 from teenygrad.ops.elementwise import binary
@@ -41,8 +43,14 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     return out
 
 
-def _cross_entropy_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
-    """d(loss)/d(logits) = g * (softmax(logits) - onehot(targets)) / rows, from the saved per-row lse."""
+@exercise("06-tensor-autograd", "kernel_launchers")
+def cross_entropy_grad(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """The backward rule of the op "cross_entropy", loss = mean over the R rows of lse_r - x[r, t_r]. g: dL/dloss,
+    a 0-d tensor. ctx.x: the logits as a contiguous (R, C) tensor; ctx.targets: contiguous int64 (R,); ctx.lse: the
+    forward's per-row log-sum-exp, contiguous float64 (R,); ctx.shape: the logits' shape as the op received them.
+    Returns (dx,), dx = g (softmax(x) - onehot(t)) / R, a new tensor of ctx.shape and x's dtype, written by one
+    call of exercise 4's kernel `KERNELS["cross_entropy_backward"](x, t, lse, scale, dx)` (flat numpy arrays of
+    exactly R*C, R, R and R*C elements): it never recomputes the log-sum-exp, so huge logits stay finite."""
     x, t = ctx.x, ctx.targets
     dx = new(x.shape, x.dtype)
     KERNELS["cross_entropy_backward"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + t.size],
@@ -50,4 +58,4 @@ def _cross_entropy_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     return (dx.reshape(ctx.shape),)
 
 
-RULES = {"cross_entropy": _cross_entropy_backward}  # (softmax - onehot) / rows
+RULES = {"cross_entropy": cross_entropy_grad}  # (softmax - onehot) / rows

@@ -3,13 +3,14 @@
 The kernels (`teenygrad.kernels.matmul`, chapter 3) take numpy arrays: (M, K) @ (K, N) into a preallocated
 (M, N), or a batch of them. This launcher folds batch dims into rows where it can (one big product beats many
 small ones) and hands transposed or sliced operands over as strided views, which teenygrad's kernel packs as
-it reads them.
+it reads them. The gradient rule, `matmul_backward`, is a piece of exercise 6 (part "matmul_rules").
 """
 from __future__ import annotations
 
 import numpy as np
 
 from teenygrad import autograd, tracing
+from teenygrad.edition import exercise
 from teenygrad.kernels import DEFAULTS, KERNELS
 from teenygrad.kernels.layout import broadcast_shapes, prod
 from teenygrad.ops.buffers import array, cast, contiguous, detached, new, result_dtype
@@ -77,9 +78,17 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return out
 
 
-def _matmul_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor | bool, Tensor | bool]:
-    """out = a @ b:  da = g @ b^T,  db = a^T @ g, then summed over broadcast batch dims. A 1-D operand
-    was a row (a) or column (b) vector whose dim the forward dropped: put it back in g, and take it out again."""
+@exercise("06-tensor-autograd", "matmul_rules")
+def matmul_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor | bool, Tensor | bool]:
+    """The backward rule of the op "matmul", out = a @ b with numpy's rules. ctx.a, ctx.b: the operands as the
+    forward received them (each >= 1-D); ctx.needs: does each need a gradient; g: dL/dout, of out's shape.
+
+    For 2-D operands, da = g @ b^T and db = a^T @ g. Batch dims (all but the last two) broadcast in the forward,
+    so each gradient is summed back to its operand's shape (`unbroadcast`). A 1-D a was a row vector (1, K) and a
+    1-D b a column vector (K, 1), whose dim the forward dropped from out: put it back in g, and take it out of the
+    gradient again. Returns (da, db), each of its operand's shape, or False for an operand that needs none (not
+    computed). When b is 2-D (shared by the whole batch: a layer's weight), db is one (K, rows) @ (rows, N)
+    product over every row of the batch, not a batch of products summed afterwards."""
     a, b = ctx.a, ctx.b
     a2, b2 = (a.reshape(1, -1) if a.ndim == 1 else a), (b.reshape(-1, 1) if b.ndim == 1 else b)
     g = g.unsqueeze(-1) if b.ndim == 1 else g
@@ -92,4 +101,4 @@ def _matmul_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor | bool, Tens
     return da, unbroadcast(a2.transpose(-1, -2) @ g, b2.shape).reshape(b.shape)
 
 
-RULES = {"matmul": _matmul_backward}  # da = g @ b^T, db = a^T @ g
+RULES = {"matmul": matmul_backward}  # da = g @ b^T, db = a^T @ g

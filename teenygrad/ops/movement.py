@@ -2,8 +2,8 @@
 
 Views (reshape, permute, expand, slicing: `teenygrad.tensor_views`) copy nothing; their rules move g back
 through the same index map. Indexing reads some elements many times or not at all, so its gradient
-*scatters*: each read adds its gradient where it read from (`scatter_add`, in `teenygrad.kernels.movement`
-beside its forward kernel; `index_add`, index_select's, is a piece of exercise 8 with its kernel inside it).
+*scatters*: each read adds its gradient where it read from (`scatter_add`, gather's, is a piece of exercise 6,
+and `index_add`, index_select's, a piece of exercise 8, each with its kernel inside it).
 """
 from __future__ import annotations
 
@@ -70,17 +70,42 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     return out
 
 
+_COMPILED: dict[str, object] = {}  # the kernels of the pieces below, compiled on their first call
+
+
+@exercise("06-tensor-autograd", "kernel_launchers")
 def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
-    """Backward of gather: zeros of `shape`, then out[..., index[..., k, ...], ...] += g[..., k, ...]."""
-    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
-        return tracing.hooks.scatter_add(g, shape, axis, index)
+    """Backward of `gather(x, axis, index)` (and of max over axes): a new tensor of `shape` (x's) and g's dtype,
+    zero except that out[..., index[..., k, ...], ...] += g[..., k, ...] along `axis`, for every position of g.
+    `g` and `index` (int64, contiguous) have index's shape, which is `shape` except along `axis`; `axis` may be
+    negative. An entry outside [-shape[axis], shape[axis]) raises IndexError (negative counts from the end). A
+    position read n times gets the sum of its n gradients; one never read stays zero. Its loop is a numba kernel."""
     axis = normalize_axis(axis, len(shape), "scatter_add")
     g = contiguous(g)
     out = zeros(shape, dtype=g.dtype)
-    if g.size:
-        KERNELS["scatter_add"](g._buf[g.offset:], index._buf[index.offset:], out._buf, prod(shape[:axis]),
-                               shape[axis], g.shape[axis], prod(shape[axis + 1:]))
+    if not g.size:
+        return out
+    run = _COMPILED.get("scatter_add")
+    if run is None:  # the kernel is defined here, so nothing else in the package computes this piece
+        @kernel
+        def scatter_add_kernel(g, idx, out, outer, n_src, n_idx, inner):
+            for o in range(outer):
+                for k in range(n_idx):
+                    row = (o * n_idx + k) * inner
+                    for i in range(inner):
+                        dst = checked_index(idx[row + i], n_src)
+                        out[u((o * n_src + dst) * inner + i)] += g[u(row + i)]
+        run = _COMPILED["scatter_add"] = scatter_add_kernel
+    run(g._buf[g.offset:], index._buf[index.offset:], out._buf, prod(shape[:axis]), shape[axis], g.shape[axis],
+        prod(shape[axis + 1:]))
     return out
+
+
+def _gather_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """gather's rule: `scatter_add`, or inside tg.compile's trace its lazy twin (a learner's scatter_add runs a
+    kernel, which lazy tensors can't feed)."""
+    scatter = tracing.hooks.scatter_add if tracing.active else scatter_add
+    return (scatter(g, ctx.shape, ctx.axis, ctx.index),)
 
 
 def index_select(x: Tensor, axis: int, index: Tensor | Sequence[int]) -> Tensor:
@@ -100,9 +125,6 @@ def index_select(x: Tensor, axis: int, index: Tensor | Sequence[int]) -> Tensor:
     if x_in._requires_grad:
         autograd.record("index_select", out, (x_in,), shape=x.shape, axis=axis, index=index)
     return out
-
-
-_COMPILED: dict[str, object] = {}  # the kernels of the pieces below, compiled on their first call
 
 
 @exercise("08-language-models", "index_add")
@@ -234,7 +256,7 @@ RULES = {
     "copy": lambda ctx, g: (g,),                               # contiguous(), clone(): the identity
     "cast": lambda ctx, g: (g.to(ctx.dtype),),                 # float32 <-> float64: back to the input's dtype
     # ---- indexing and joining ------------------------------------------------------------------------------
-    "gather": lambda ctx, g: (scatter_add(g, ctx.shape, ctx.axis, ctx.index),),        # repeats add up
+    "gather": _gather_rule,                                    # scatter_add: repeats add up
     "index_select": lambda ctx, g: (index_add(g, ctx.shape, ctx.axis, ctx.index),),    # embedding grad
     "cat": cat_backward,                                       # each input its slice of g
 }

@@ -90,10 +90,15 @@ def softmax(op: str, x: Tensor, axis: int) -> Tensor:
     return out
 
 
-def softmax_backward(op: str, y: Tensor, g: Tensor, axis: int) -> Tensor:
-    """dx for y = softmax(x) or log_softmax(x) along `axis`: rows moved last and made contiguous, one kernel."""
-    if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
-        return tracing.hooks.softmax_backward(op, y, g, axis)
+@exercise("06-tensor-autograd", "kernel_launchers")
+def softmax_grad(op: str, y: Tensor, g: Tensor, axis: int) -> Tensor:
+    """dx = dL/dx for y = softmax(x) (op "softmax") or y = log_softmax(x) (op "log_softmax") along `axis`, from the
+    forward's output y and g = dL/dy (both of one shape, any layout, y's dtype float32 or float64; `axis`
+    non-negative; a 0-d y is one row of one element). Returns a new Tensor of y's shape and dtype.
+
+    The work is one call of exercise 4's row kernel, `KERNELS[op + "_backward"](y, g, M, N, dx)`, which wants
+    the rows along the last axis and all three as contiguous flat (M*N,) numpy arrays of y's dtype: move `axis`
+    last, lay y and g out contiguously, run it, and move the axis back. No kernel call for an empty tensor."""
     scalar = y.ndim == 0
     if scalar:
         y, g = y.reshape(1), g.reshape(1)
@@ -108,6 +113,13 @@ def softmax_backward(op: str, y: Tensor, g: Tensor, axis: int) -> Tensor:
         KERNELS[op + "_backward"](y._buf[y.offset:], g._buf[g.offset:], dx.size // N, N, dx._buf)
     dx = dx.transpose(axis, last) if axis != last else dx
     return dx.reshape(()) if scalar else dx
+
+
+def _softmax_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """The rule of softmax and log_softmax (ctx.op): the kernels' launcher, or inside tg.compile's trace its lazy
+    twin (so a learner's launcher, which runs kernels, is never handed lazy tensors)."""
+    grad = tracing.hooks.softmax_backward if tracing.active else softmax_grad
+    return (grad(ctx.op, ctx.out, g, ctx.axis),)
 
 
 # ---- the rules of sum, mean and max (exercise 6, part "reduction_rules") ----------------------------------------
@@ -137,7 +149,8 @@ def max_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     kept = [d for d in range(ctx.x.ndim) if d not in ctx.axes]
     kshape = tuple(ctx.shape[d] for d in kept)
     where = ctx.x.argmax(ctx.axes).reshape(*kshape, 1)  # flat position inside each reduced group
-    dx = scatter_add(g.reshape(*kshape, 1), (*kshape, prod(tuple(ctx.shape[d] for d in ctx.axes))), -1, where)
+    scatter = tracing.hooks.scatter_add if tracing.active else scatter_add  # inside tg.compile's trace: lazy
+    dx = scatter(g.reshape(*kshape, 1), (*kshape, prod(tuple(ctx.shape[d] for d in ctx.axes))), -1, where)
     order = kept + list(ctx.axes)  # dx is laid out as x.permute(order): move the axes back
     back = [order.index(d) for d in range(len(order))]
     return (dx.reshape(*kshape, *(ctx.shape[d] for d in ctx.axes)).permute(*back),)
@@ -147,6 +160,6 @@ RULES = {
     "sum": sum_backward,                                       # every summed element gets g
     "mean": mean_backward,                                     # ... times 1/n
     "max": max_backward,                                       # g goes to the (first) argmax, 0 elsewhere
-    "softmax": lambda ctx, g: (softmax_backward("softmax", ctx.out, g, ctx.axis),),          # y (g - sum g y)
-    "log_softmax": lambda ctx, g: (softmax_backward("log_softmax", ctx.out, g, ctx.axis),),  # g - e^y sum g
+    "softmax": _softmax_rule,                                  # y (g - sum g y), one kernel
+    "log_softmax": _softmax_rule,                              # g - e^y sum g, one kernel
 }

@@ -36,4 +36,15 @@ ANSWERS = {
     "elementwise_rules": (
         "from teenygrad.ops.elementwise import (abs_backward, div_backward, maximum_backward, pow_backward,\n"
         "                                       relu_backward, sigmoid_backward, sqrt_backward, tanh_backward)\n"),
+    "matmul_rules": (
+        "from teenygrad.ops import DEFAULT_RULES\n\n\n"
+        "def matmul_backward(ctx, g):\n"
+        "    return DEFAULT_RULES['matmul'](ctx, g)\n"),
+    "kernel_launchers": (
+        "from teenygrad.ops import movement\n"
+        "from teenygrad.ops.losses import cross_entropy_grad\n"
+        "from teenygrad.ops.reductions import softmax_grad\n\n"
+        "_book_scatter = movement.scatter_add\n\n\n"
+        "def scatter_add(g, shape, axis, index):\n"
+        "    return _book_scatter(g, shape, axis, index)\n"),
 }
