@@ -247,9 +247,11 @@ def test_exercises_state_their_expected_time():
         line = next((s for s in first.splitlines() if s.startswith("Expected time: about ")), None)
         assert line, f"{assignment}: the first cell must say 'Expected time: about N hours.'"
         hours.append(float(line.split("about ")[1].split()[0]))
-    # one ramp over all ten, since exercises 1-10 were rewritten to the weight of a course (issues 34 and 35)
-    assert hours == sorted(hours), f"the ramp: expected times must not fall from one exercise to the next: {hours}"
-    assert hours[0] <= 1.5 and hours[-1] >= 2
+    # one ramp over the first ten, since exercises 1-10 were rewritten to the weight of a course (issues 34 and 35);
+    # exercise 11 (GPU kernels, issue 36: three parts on a new machine model) states its own estimate after them
+    ramp = hours[:10]
+    assert ramp == sorted(ramp), f"the ramp: expected times must not fall from one exercise to the next: {ramp}"
+    assert ramp[0] <= 1.5 and ramp[-1] >= 2 and all(h >= 2 for h in hours[10:])
 
 
 def test_every_assignment_has_its_pasted_answers():
