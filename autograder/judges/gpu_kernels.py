@@ -53,13 +53,13 @@ def _traffic_calls(rng: np.random.Generator) -> list[tuple[list[np.ndarray], lis
             for m, k, n, tile in _TRAFFIC_SHAPES]
 
 
-def _wrong_count(name: str, counts: np.ndarray, want: int, what: str) -> str | None:
+def _wrong_count(name: str, counts: np.ndarray, want: int, what: str, why: str = "") -> str | None:
     """Why `counts` (per element) is not `want` everywhere, naming one element that is off."""
     off = np.argwhere(counts != want)
     if not off.size:
         return None
     where = tuple(int(i) for i in off[0])
-    return (f"{name}{list(where)} was {what} {int(counts[where])} times; the contract says {want} "
+    return (f"{name}{list(where)} was {what} {int(counts[where])} times; the contract says {why}{want} "
             f"({len(off)} of {counts.size} elements of {name} are off)")
 
 
@@ -68,12 +68,11 @@ def _check_traffic(given: list[np.ndarray], args: list, after: list[np.ndarray],
     a, b, _ = given
     tile = int(args[0])
     M, N = a.shape[0], b.shape[1]
-    if not np.allclose(after[2], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5):
-        return "out is not a @ b"
     return (_wrong_count("out", loads[2], 0, "read") or _wrong_count("out", stores[2], 1, "stored")
-            or _wrong_count("a", loads[0], math.ceil(N / tile), f"loaded (tile {tile}, N = {N}: ceil(N / tile))")
-            or _wrong_count("b", loads[1], math.ceil(M / tile), f"loaded (tile {tile}, M = {M}: ceil(M / tile))")
-            or _wrong_count("a", stores[0], 0, "written") or _wrong_count("b", stores[1], 0, "written"))
+            or _wrong_count("a", loads[0], math.ceil(N / tile), "loaded", f"ceil(N / tile) = ceil({N} / {tile}) = ")
+            or _wrong_count("b", loads[1], math.ceil(M / tile), "loaded", f"ceil(M / tile) = ceil({M} / {tile}) = ")
+            or _wrong_count("a", stores[0], 0, "written") or _wrong_count("b", stores[1], 0, "written")
+            or (None if np.allclose(after[2], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5) else "out is not a @ b"))
 
 
 # ---- softmax -----------------------------------------------------------------------------------------------------
