@@ -21,11 +21,9 @@ def _choose() -> bool:
     if choice == "gpu" and not _gpu_present():
         raise RuntimeError(f"{CHOICE_ENV}=gpu but no CUDA driver was found: unset it to run in the simulator")
     simulate = choice == "sim" or (choice == "auto" and not _gpu_present())
-    if simulate and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-        if "numba" in sys.modules:  # numba read its settings already: read them again before numba.cuda
-            from numba.core import config
-            config.reload_config()
+    if simulate and "numba.cuda" not in sys.modules:  # numba.cuda reads the setting once, when imported
+        from numba.core import config  # (the setting, not the environment: importing changes no process setting)
+        config.ENABLE_CUDASIM = 1
     return simulate
 
 
