@@ -1,6 +1,7 @@
-"""STAND-IN (helper E, for exercise 11's grading until the gpu-kernels branch is merged: take its version).
+"""Which device the GPU kernels run on, decided before numba.cuda is imported: `TEENYGRAD_CUDA` = auto | sim | gpu.
 
-Which device the GPU kernels run on, decided before numba.cuda is imported: `TEENYGRAD_CUDA` = auto | sim | gpu."""
+numba.cuda reads whether to simulate once, when it is imported; so this module sets numba's setting first (not the
+environment: importing a module of teenygrad changes no process setting)."""
 from __future__ import annotations
 
 import os

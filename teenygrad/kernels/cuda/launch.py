@@ -1,5 +1,7 @@
-"""STAND-IN (helper E, for exercise 11's grading until the gpu-kernels branch is merged: take its version, keeping
-this contract or telling exercise 11's judge, autograder/judges/gpu_kernels.py)."""
+"""Launch configurations (chapter 11): how many blocks of how many threads cover a kernel's work.
+
+A grid of blocks covers the work, each block at most 1024 threads; the x axis runs along the work's last (contiguous)
+axis so that a warp's 32 threads touch 32 neighbouring elements. The limits hold on every NVIDIA GPU since 2010."""
 from __future__ import annotations
 
 from teenygrad.edition import exercise
