@@ -23,6 +23,7 @@ from typing import Callable, ContextManager
 from teenygrad._swap import swapped
 from teenygrad.kernels.cuda import elementwise, launch, matmul, reduce
 from teenygrad.kernels.cuda.device import SIMULATED, describe
+from teenygrad.kernels.cuda.matmul import LADDER
 
 KERNELS: dict[str, Callable] = {
     **elementwise.UNARY, **elementwise.BINARY,
@@ -36,4 +37,4 @@ def use(**kernels: Callable) -> ContextManager[None]:
     return swapped(KERNELS, "GPU kernel", **kernels)
 
 
-__all__ = ["KERNELS", "SIMULATED", "describe", "elementwise", "launch", "matmul", "reduce", "use"]
+__all__ = ["KERNELS", "LADDER", "SIMULATED", "describe", "elementwise", "launch", "matmul", "reduce", "use"]
