@@ -179,3 +179,22 @@ def test_the_gpu_benchmark_runs_in_the_simulator():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "blocked_2d" in proc.stdout and "no figure is measured or recorded" in proc.stdout
+
+
+# --- the chapter's figures, from the book build ------------------------------------------------------------------
+
+def test_chapter_figures(book_build):
+    glued = json.loads((REPO / "book" / "_build" / "jupyter_execute" / "chapters" / "11-gpu-kernels.glue.json").read_text())
+    text = {name: out["data"]["text/plain"].strip("'\"") for name, out in glued.items()}
+    fig = {name: float(v) for name, v in text.items() if v.replace(".", "", 1).replace("e-", "").isdigit()}
+    assert "simulator" in text["ch11_simulated"] and text["ch11_small_shape"] == "24x16 @ 16x24"
+    assert text["ch11_recorded"].startswith("No GPU run is recorded yet")  # benchmarks/results/gpu.json: none yet
+    assert fig["ch11_ridge"] == pytest.approx(67 / 4.8, rel=1e-6) and fig["ch11_regs_full"] == 32
+    assert fig["ch11_add_blocks"] * 128 >= 1000 > (fig["ch11_add_blocks"] - 1) * 128
+    assert (fig["ch11_seg_row"], fig["ch11_seg_col"], fig["ch11_tree_rounds"]) == (1, 32, 4)
+    # measured loads in the simulator are the formulas': naive M*K*N twice, 8-wide tiles an eighth of that
+    assert fig["ch11_loads_naive"] == 2 * 24 * 16 * 24 and fig["ch11_loads_shared"] == 2 * 24 * 16 * 3
+    assert fig["ch11_loads_ratio"] == pytest.approx(8)
+    assert fig["ch11_int_naive"] == pytest.approx(0.25) and fig["ch11_int_shared"] == pytest.approx(8)
+    assert fig["ch11_int_2d"] == pytest.approx(16) and fig["ch11_int_2d"] > fig["ch11_ridge"] > fig["ch11_int_shared"]
+    assert fig["ch11_launches"] > 100  # the GPT step's kernel calls: each a launch on a GPU
