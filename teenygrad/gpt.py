@@ -165,7 +165,7 @@ class GPT(nn.Module):
         weights are tied (logits = x wte^T), else head's. ValueError when start + T > block_size. With `caches`
         (one KVCache per block, for generation) idx holds the tokens after the first `start`, which the caches
         hold: ValueError unless start == caches[0].length and autograd is off (no_grad); after the blocks, every
-        cache's length grows by T."""
+        cache's length grows by T. Both checks come before any cache changes (either may come first)."""
         B, T = idx.shape
         if start + T > self.cfg.block_size:
             raise ValueError(f"GPT: {start + T} positions but block_size is {self.cfg.block_size}")
@@ -193,8 +193,9 @@ class GPT(nn.Module):
         """Continue the sequence `idx` (one sequence) by sampling, `max_new_tokens` times. Returns the
         new tokens (a list of ints), each from `next_token` on the logits of the last position, with the model
         in eval mode (its training mode restored after). The context fed to the model is the last block_size
-        tokens. With the KV cache each step feeds only the newest token; once the context is full, and
-        without a cache, the whole (cropped) context is run again: the same tokens either way."""
+        tokens (a longer prompt is cropped, no error). With the KV cache each step feeds only the newest token;
+        once the context is full, and without a cache, the whole (cropped) context is run again: the same tokens
+        either way."""
         rng = rng or np.random.default_rng()
         ctx = list(idx.tolist() if isinstance(idx, Tensor) else idx)
         was_training = self.training

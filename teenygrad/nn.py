@@ -139,8 +139,9 @@ class Module:
 
     @exercise("07-neural-nets", "modules")
     def load_state_dict(self, state: dict[str, np.ndarray]) -> Module:
-        """Copy values into the parameters of the same names. Every name must match both ways and every
-        shape exactly; otherwise nothing is changed and the error lists what is wrong."""
+        """Copy values (numpy arrays, as state_dict() and np.load give them) into the parameters of the same names,
+        in place, cast to each parameter's dtype. Every name must match both ways (else KeyError) and every shape
+        exactly (else ValueError); otherwise nothing is changed and the error lists what is wrong."""
         params = dict(self.named_parameters())
         missing, unexpected = sorted(set(params) - set(state)), sorted(set(state) - set(params))
         if missing or unexpected:
@@ -275,8 +276,8 @@ class LayerNorm(Module):
 
     @exercise("07-neural-nets", "layer_norm")
     def __init__(self, dim: int, eps: float = 1e-5, bias: bool = True, dtype: object = float32) -> None:
-        """Keep `dim` and `eps`; the parameters `weight` (dim,) of ones and `bias` (dim,) of zeros (or None), of
-        `dtype`. dim not a positive int, or eps not > 0: ValueError."""
+        """Keep `dim` and `eps`; the parameters `weight` (dim,) of ones (init.ones_) and `bias` (dim,) of zeros (or
+        None), of `dtype`. dim not a positive int, or eps not > 0: ValueError."""
         _sizes("LayerNorm", dim=dim)
         if not eps > 0:
             raise ValueError(f"LayerNorm: eps must be > 0, got {eps}")
@@ -298,8 +299,8 @@ class RMSNorm(Module):
 
     @exercise("07-neural-nets", "rms_norm")
     def __init__(self, dim: int, eps: float = 1e-5, dtype: object = float32) -> None:
-        """Keep `dim` and `eps`; the parameter `weight` (dim,) of ones, of `dtype`. dim not a positive int, or eps not
-        > 0: ValueError."""
+        """Keep `dim` and `eps`; the parameter `weight` (dim,) of ones (init.ones_), of `dtype`. dim not a positive
+        int, or eps not > 0: ValueError."""
         _sizes("RMSNorm", dim=dim)
         if not eps > 0:
             raise ValueError(f"RMSNorm: eps must be > 0, got {eps}")

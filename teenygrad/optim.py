@@ -52,7 +52,7 @@ def grad_buffer(p: Tensor) -> np.ndarray:
 def collect_params(params: Iterable[Tensor]) -> list[Tensor]:
     """The parameters an optimizer holds, from any iterable (a generator too): each a leaf Tensor that requires
     grad (else TypeError), contiguous float32 or float64 (else TypeError), kept once and in order (a tied weight
-    listed twice must not be stepped twice). An empty list -> ValueError."""
+    listed twice must not be stepped twice). An empty list -> ValueError (a bad item is a TypeError, even alone)."""
     kept, seen = [], set()
     for p in params:
         if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:

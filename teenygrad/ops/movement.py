@@ -77,9 +77,11 @@ _COMPILED: dict[str, object] = {}  # the kernels of the pieces below, compiled o
 def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
     """Backward of `gather(x, axis, index)` (and of max over axes): a new tensor of `shape` (x's) and g's dtype,
     zero except that out[..., index[..., k, ...], ...] += g[..., k, ...] along `axis`, for every position of g.
-    `g` and `index` (int64, contiguous) have index's shape, which is `shape` except along `axis`; `axis` may be
-    negative. An entry outside [-shape[axis], shape[axis]) raises IndexError (negative counts from the end). A
-    position read n times gets the sum of its n gradients; one never read stays zero. Its loop is a numba kernel."""
+    `g` (a Tensor in any layout) and `index` (an int64 Tensor, contiguous) have one shape, which is `shape` except
+    along `axis`; `axis` may be negative. An entry outside [-shape[axis], shape[axis]) makes this call raise
+    IndexError (negative counts from the end). A position read n times gets the sum of its n gradients; one never
+    read stays zero. Its loop is a numba kernel on flat numpy arrays: g and index as (outer, g.shape[axis], inner)
+    blocks around `axis`, out as (outer, shape[axis], inner), row-major."""
     axis = normalize_axis(axis, len(shape), "scatter_add")
     g = contiguous(g)
     out = zeros(shape, dtype=g.dtype)
@@ -231,8 +233,9 @@ def expand_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
 @exercise("06-tensor-autograd", "movement_rules")
 def index_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     """out = x[key] with a basic key (ints, slices, None, ...): a view that reads each element at most once. dx is a
-    new tensor of x's shape (ctx.shape) and g's dtype: g where the view read, 0 everywhere else. ctx.key is the key
-    as the forward received it (index a tensor with it to get the same view)."""
+    new tensor of x's shape (ctx.shape) and g's dtype: g where the view read, 0 everywhere else, written into that
+    new tensor only (never into g, x or x.grad: the engine adds dx into .grad). ctx.key is the key as the forward
+    received it (index a tensor with it to get the same view)."""
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
         return (tracing.hooks.into_zeros(g, ctx.shape, ctx.key),)
     dx = zeros(ctx.shape, dtype=g.dtype)

@@ -45,7 +45,8 @@ def fuse(items: list[Item], targets: dict[int, ir.Buffer]) -> list[Kernel]:
 
 @exercise("10-compiler", "fusion")
 def is_row_view(v: Node, shape: tuple[int, ...], inner: tuple[int, ...]) -> bool:
-    """Does view `v` read its (reduced) source at the current outer index, the same value along the row?"""
+    """Does view `v` read its (reduced) source at the current outer index, the same value along the row? Decided
+    from v alone: its View (v.arg) and its source's shape (v.srcs[0].shape)."""
     src: Node = v.srcs[0]
     want = View.contiguous(src.shape).strides
     return v.shape == shape and v.arg.offset == 0 and all(
@@ -69,15 +70,16 @@ def can_join(k: Kernel, it: Item) -> bool:
         leaves = view_leaves(expr)
         if not all(v.arg.is_contiguous() for v in leaves if id(v.srcs[0]) in members):
             return False
-        it.expr, it.shape, it.leaves = expr, k.shape, leaves
+        it.expr, it.shape, it.leaves = expr, k.shape, leaves  # it.inner unread: codegen runs it over the rows
         return True
     return aligned(k, it, reads, members)
 
 
 @exercise("10-compiler", "fusion")
 def aligned(k: Kernel, it: Item, reads: list[Node], members: dict[int, Item]) -> bool:
-    """Can `it` be one more stage of loop kernel `k`? If it loops over the same rows, and reads k's stages only in
-    the row at hand: a reduction along it, or a stored value at the element it writes (Adam's update, its moments)."""
+    """Can `it` be one more stage of loop kernel `k`? If it loops over the same shape (it.shape == k.shape, not just
+    as many elements), and reads k's stages only in the row at hand: a reduction along it, or a stored value at the
+    element it writes (Adam's update, its moments)."""
     if it.shape != k.shape or it.inner != k.inner and it.node.op in ir.REDUCE:
         return False
     return all(is_row_view(v, k.shape, k.inner) if members[id(v.srcs[0])].node.op in ir.REDUCE else
