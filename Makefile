@@ -7,9 +7,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 UV     := uv==0.13.9  # the installer `make venv` uses (pinned like the rest)
 
-.PHONY: help venv book check-book test lint lab check exercises mine learner capstone clean
+.PHONY: help venv gpu book check-book test lint lab check exercises mine learner capstone clean
 
 help:
+	@echo "make gpu         add the CUDA libraries a real NVIDIA GPU needs (requirements-gpu.txt); not needed for the simulator"
 	@echo "make book        build the HTML book into book/_build/html (executes the chapters)"
 	@echo "make check-book  open every page of the built book in headless chromium: no console errors, all math typeset"
 	@echo "make test        the linter (ruff), then the whole test suite"
@@ -43,11 +44,21 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax
 	touch $(STAMP)
 
+# chapter 11's kernels on a real GPU: the CUDA libraries as wheels (the simulator, used without a GPU, needs none)
+gpu: $(STAMP)
+	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-gpu.txt \
+		|| $(BIN)/python -m pip install --quiet -r requirements-gpu.txt
+
 book: $(STAMP)
 	$(BIN)/python book/build.py
 
 # needs chromium (Debian/Ubuntu: apt-get install -y chromium); without it, says so and skips
-check-book: $(STAMP)
+check-# chapter 11's kernels on a real GPU: the CUDA libraries as wheels (the simulator, used without a GPU, needs none)
+gpu: $(STAMP)
+	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-gpu.txt \
+		|| $(BIN)/python -m pip install --quiet -r requirements-gpu.txt
+
+book: $(STAMP)
 	$(BIN)/python book/check_browser.py
 
 test: lint

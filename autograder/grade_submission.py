@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, fork_server, judges, sandbox, speed
+from autograder import course, fork_server, judges, sandbox, speed, traffic
 from autograder.normalize import cap_outputs, normalize
 from autograder.notebooks import BadNotebookError, read_notebook
 from autograder.results import PartResult, Result, part_name, test_cells
@@ -208,11 +208,18 @@ def _autograde(job: Job, private: Path, box: sandbox.Box, result: Result) -> dic
 
 def _time_speed_parts(job: Job, fixed: nbformat.NotebookNode, parts: dict, verdicts: dict, private: Path,
                       mounts: contextlib.ExitStack) -> None:
-    """Time every part that must also be fast and passed so far: here, by the grader, never by the notebook."""
+    """Time every part that must also be fast, and count the memory traffic of every part whose GPU kernel must
+    move little, among the parts passed so far: here, by the grader, never by the notebook."""
     def make_box(name: str) -> sandbox.Box:  # the reference kernel runs on the book's teenygrad
         return _sandbox(job, private, mounts, name, learner=name != "speed-reference")
 
     for name, part in parts.items():
+        if part.traffic is not None and verdicts[name] is None:
+            try:
+                verdicts[name] = traffic.judge_traffic(fixed, name, part.traffic, make_box("traffic"),
+                                                       secrets.randbits(63))
+            except RuntimeError as e:
+                verdicts[name] = f"not graded: {e}"
         if part.speed is not None and verdicts[name] is None:
             try:
                 verdicts[name] = speed.judge_speed(fixed, name, part.speed, make_box, secrets.randbits(63))

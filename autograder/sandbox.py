@@ -391,6 +391,12 @@ KERNEL_NAME = "teenygrad-sandbox"  # the kernelspec `prepare` writes for nbgrade
 GRADING_DIR_BYTES = 128 * 2**20  # the hidden tests' cases and results: a tmpfs of its own, so a notebook
 # that fills its work folder is still graded on what it computed
 PROGRAMS = Path(__file__).with_name("sandboxed")  # the only programs started inside a sandbox (start_program)
+# Every sandbox runs GPU kernels (teenygrad.kernels.cuda, exercise 11) in numba-cuda's simulator, GPU or not: a
+# learner's kernel is graded on the same machine everywhere (the simulator checks bounds, counts loads, and runs
+# the same on a grading machine with a GPU as without), and the learner's process never chooses. numba reads
+# NUMBA_ENABLE_CUDASIM once, when numba.cuda is first imported, so it is set before the process starts: a notebook
+# that imports numba.cuda itself, before teenygrad, gets the simulator too.
+SIMULATED_GPU = {"TEENYGRAD_CUDA": "sim", "NUMBA_ENABLE_CUDASIM": "1"}
 
 
 def thread_budget() -> int:
@@ -482,7 +488,7 @@ def prepare(private: Path, env: dict, limits: Limits, numba_cache: str | None = 
                       *dict.fromkeys([sys.prefix, os.path.realpath(sys.prefix)]),
                       *([] if edition else [str(REPO / "teenygrad")])],
         "read_only_as": [[edition, str(REPO / "teenygrad")]] if edition else [],
-        "env": {**env, "NUMBA_CACHE_DIR": str(work / "numba-cache"), "MPLBACKEND": "Agg",
+        "env": {**env, **SIMULATED_GPU, "NUMBA_CACHE_DIR": str(work / "numba-cache"), "MPLBACKEND": "Agg",
                 "OMP_NUM_THREADS": str(limits.threads), "NUMBA_NUM_THREADS": str(limits.threads),
                 "PYTHONPATH": str(REPO),
                 "GOMP_SPINCOUNT": "10000"},  # idle OpenMP threads sleep soon: other jobs share the cores (tuning.py)

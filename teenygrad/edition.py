@@ -333,10 +333,12 @@ def stubbed_source(source: str, assignments: frozenset[str] | None = None) -> st
         first = body[1] if (len(body) > 1 and isinstance(body[0], ast.Expr)
                             and isinstance(getattr(body[0], "value", None), ast.Constant)
                             and isinstance(body[0].value.value, str)) else body[0]
+        # a decorated statement (a kernel defined inside a function that makes it) starts at its first decorator
+        start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", []))])
         # what precedes the body on its first line: indentation, or `def f(x):` for a one-line function
-        prefix = lines[first.lineno - 1][:first.col_offset]
+        prefix = lines[start - 1][:first.col_offset]
         stub = f"{prefix}raise NotImplementedError({todo(assignment, part)!r})\n"
-        edits.append((first.lineno - 1, node.end_lineno, stub))
+        edits.append((start - 1, node.end_lineno, stub))
     for start, end, stub in sorted(edits, reverse=True):
         lines[start:end] = [stub]
     return "".join(lines)

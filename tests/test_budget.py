@@ -37,8 +37,10 @@ from conftest import REPO
 # Then +86 for the four exercises merged together in the next stop (issue 35): exercise 6's kernel launchers as pieces
 # (tracing's dispatch kept outside them), exercise 7's layers with their size checks and Xavier's fans and gains,
 # exercise 9's model functions and GELU's kernels as pieces, exercise 10's IR refusing float-only ops on integers:
-# 8,013.
-MAX_PACKAGE_LINES = 8100  # 8,013 code lines, + ~1.1% headroom
+# 8,013. Then +339 for chapter 11's GPU kernels (issue 36: teenygrad/kernels/cuda, a new part of the package: the
+# device choice, launch configurations, elementwise kernels on strided views, reductions and the softmax, the
+# SGEMM ladder, the traffic counter, the recorded results): 8,352.
+MAX_PACKAGE_LINES = 8450  # 8,352 code lines, + ~1.2% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 # statements and their code lines: the test below checks code_lines on crafted sources made of them

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from autograder.speed import Speed
+from autograder.traffic import Traffic
 
 Case = tuple  # the positional arguments of one call
 
@@ -32,6 +33,7 @@ class Part:
     rtol: float = 1e-5
     atol: float = 1e-6
     speed: Speed | None = None  # a speed requirement too, timed by the grader (autograder/speed.py)
+    traffic: Traffic | None = None  # a GPU kernel's memory traffic too, counted by the grader (autograder/traffic.py)
 
 
 def load(assignment: str) -> dict[str, Part]:

@@ -1,0 +1,203 @@
+"""Chapter 11's GPU kernels against cuBLAS and PyTorch, on a GPU, in one run; the figures go to a results file.
+
+    python benchmarks/gpu.py               # on a GPU: the SGEMM ladder at 4096^3 and 1024^3, sum_rows and
+                                           # softmax_rows, the launch overhead; writes benchmarks/results/gpu.json
+    python benchmarks/gpu.py --size 2048   # the ladder at 2048^3 instead of 4096^3
+    python benchmarks/gpu.py --simulate    # without a GPU: every kernel once on tiny shapes in numba-cuda's
+                                           # simulator, values checked against numpy; prints, writes nothing
+
+The reference is cuBLAS's SGEMM through PyTorch (TF32 off, so both sides compute in float32) or CuPy, whichever is
+installed; neither is a dependency of teenygrad. GFLOP/s = 2*M*N*K / seconds, the median of several launches timed
+with CUDA events after a warm-up launch (the first launch compiles). The results file records the device, the
+driver, the versions and the date beside every figure; chapter 11 reads it through teenygrad.kernels.cuda.results.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results" / "gpu.json"
+
+
+def simulate() -> int:
+    os.environ["TEENYGRAD_CUDA"] = "sim"
+    from teenygrad.kernels.cuda import LADDER, describe, reduce
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((10, 6), np.float32), rng.standard_normal((6, 9), np.float32)
+    small = {"naive": {"block": 4}, "coalesced": {"block": 4}, "shared": {"tile": 4},
+             "blocked_1d": {"BM": 8, "BN": 8, "BK": 4, "TM": 4},
+             "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 2, "TN": 2}}
+    print(f"device: {describe()}")
+    for name, fn in LADDER:
+        out = np.zeros((10, 9), np.float32)
+        fn(a, b, out, **small[name])
+        err = float(np.abs(out - a @ b).max())
+        print(f"  sgemm {name:<11} 10x6 @ 6x9   max |error| {err:.1e}")
+        if err > 1e-4:
+            print(f"sgemm {name} gave wrong values", file=sys.stderr)
+            return 1
+    x = rng.standard_normal((3, 40), np.float32)
+    sums, soft = np.zeros(3, np.float32), np.zeros_like(x)
+    reduce.sum_rows(x, sums, threads=16)
+    reduce.softmax_rows(x, soft, threads=16)
+    e = np.exp(x - x.max(1, keepdims=True))
+    errs = float(np.abs(sums - x.sum(1)).max()), float(np.abs(soft - e / e.sum(1, keepdims=True)).max())
+    print(f"  sum_rows 3x40 max |error| {errs[0]:.1e}; softmax_rows {errs[1]:.1e}")
+    if max(errs) > 1e-4:
+        print("a reduction gave wrong values", file=sys.stderr)
+        return 1
+    print("simulated: no figure is measured or recorded (timings in the simulator mean nothing)")
+    return 0
+
+
+def timed(cuda, fn, repeats: int) -> float:
+    """Median seconds of `repeats` calls of fn (each a launch), timed with CUDA events, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cuda.event_elapsed_time(start, end) / 1000)
+    return statistics.median(times)
+
+
+def reference_sgemm():
+    """(name, fn(M, N, K) -> seconds a product) for cuBLAS through PyTorch or CuPy, or None."""
+    try:
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+        def run(M, N, K, repeats=10):
+            a, b = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
+            torch.mm(a, b)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            times = []
+            for _ in range(repeats):
+                start.record()
+                torch.mm(a, b)
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end) / 1000)
+            return statistics.median(times)
+        return f"cuBLAS via PyTorch {torch.__version__} (TF32 off)", run
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        def run(M, N, K, repeats=10):
+            a, b = cupy.random.standard_normal((M, K), np.float32), cupy.random.standard_normal((K, N), np.float32)
+            a @ b
+            times = []
+            for _ in range(repeats):
+                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record()
+                a @ b
+                end.record()
+                end.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, end) / 1000)
+            return statistics.median(times)
+        return f"cuBLAS via CuPy {cupy.__version__}", run
+    except ImportError:
+        return None
+
+
+def measure(size: int) -> dict:
+    os.environ.setdefault("TEENYGRAD_CUDA", "gpu")
+    import numba
+    from numba import cuda
+
+    from teenygrad.kernels.cuda import LADDER, describe, reduce
+    dev = cuda.get_current_device()
+    ref = reference_sgemm()
+    record = {"recorded": datetime.date.today().isoformat(), "device": describe(),
+              "compute_capability": ".".join(map(str, dev.compute_capability)),
+              "driver": cuda.cudadrv.driver.driver.get_version(), "numba": numba.__version__,
+              "numba_cuda": _version("numba-cuda"), "numpy": np.__version__, "python": platform.python_version(),
+              "reference": ref[0] if ref else None, "sgemm": {}, "reductions": {}, "launch_us": None}
+    rng = np.random.default_rng(0)
+    for n in (1024, size):
+        a = cuda.to_device(rng.standard_normal((n, n), np.float32))
+        b = cuda.to_device(rng.standard_normal((n, n), np.float32))
+        out = cuda.device_array((n, n), np.float32)
+        flops = 2 * n ** 3
+        rows = {}
+        check = a.copy_to_host().astype(np.float64)[:64] @ b.copy_to_host()
+        for name, fn in LADDER:
+            seconds = timed(cuda, lambda: (fn(a, b, out), cuda.synchronize()), 3 if name == "naive" else 10)
+            err = float(np.abs(out.copy_to_host()[:64] - check).max() / np.abs(check).max())
+            rows[name] = {"gflops": flops / seconds / 1e9, "seconds": seconds, "relative_error": err}
+        if ref:
+            seconds = ref[1](n, n, n)
+            rows["cublas"] = {"gflops": flops / seconds / 1e9, "seconds": seconds}
+            for name in rows:
+                rows[name]["of_cublas"] = rows[name]["gflops"] / rows["cublas"]["gflops"]
+        record["sgemm"][str(n)] = rows
+        for name, row in rows.items():
+            print(f"{n}^3 {name:<11} {row['gflops']:9.0f} GFLOP/s" + (f"  {row['of_cublas']:6.1%} of cuBLAS"
+                                                                       if "of_cublas" in row else ""))
+    x = cuda.to_device(rng.standard_normal((4096, 4096), np.float32))
+    sums, soft = cuda.device_array(4096, np.float32), cuda.device_array((4096, 4096), np.float32)
+    # bytes each must move at least: sum_rows reads x once; softmax_rows reads it three times and writes it once
+    for name, fn, out, passes in (("sum_rows", reduce.sum_rows, sums, 1),
+                                  ("softmax_rows", reduce.softmax_rows, soft, 4)):
+        seconds = timed(cuda, lambda: (fn(x, out), cuda.synchronize()), 20)
+        record["reductions"][name] = {"seconds": seconds, "gb_per_s": passes * 4 * 4096 ** 2 / seconds / 1e9}
+        print(f"{name} 4096x4096: {seconds * 1e6:.0f} us, {record['reductions'][name]['gb_per_s']:.0f} GB/s")
+
+    @cuda.jit
+    def empty(x):
+        pass
+    tiny = cuda.device_array(1, np.float32)
+    empty[1, 1](tiny)
+    cuda.synchronize()
+    import time
+    times = []
+    for _ in range(2000):
+        t0 = time.perf_counter()
+        empty[1, 1](tiny)
+        times.append(time.perf_counter() - t0)
+    cuda.synchronize()
+    record["launch_us"] = statistics.median(times) * 1e6
+    print(f"launch of an empty kernel from Python: {record['launch_us']:.1f} us (median of 2000)")
+    return record
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--simulate", action="store_true", help="no GPU: run every kernel once in the simulator")
+    parser.add_argument("--size", type=int, default=4096, help="the ladder's large size (default 4096)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go (default %(default)s)")
+    args = parser.parse_args()
+    if args.simulate:
+        return simulate()
+    record = measure(args.size)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"recorded in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Launch configurations (chapter 11): how many blocks of how many threads cover a kernel's work.
+
+A grid of blocks covers the work, each block at most 1024 threads; the x axis runs along the work's last (contiguous)
+axis so that a warp's 32 threads touch 32 neighbouring elements. The limits hold on every NVIDIA GPU since 2010."""
+from __future__ import annotations
+
+from teenygrad.edition import exercise
+
+MAX_THREADS = 1024  # threads a block, on every NVIDIA GPU since 2010
+MAX_BLOCK = (1024, 1024, 64)  # a block's x, y, z
+MAX_GRID = (2**31 - 1, 65535, 65535)  # a grid's x, y, z
+WARP = 32
+
+
+@exercise("11-gpu-kernels", "launch")
+def launch_config(shape: tuple[int, ...], threads: int = 256) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block), each (x, y, z), to launch a kernel with one thread per element of `shape`.
+
+    `shape` has 1 to 3 axes in numpy's order, each >= 0 (empty work still launches); x runs along its last axis
+    (contiguous: a warp's 32 threads read 32 neighbouring elements), y along the one before, z the one before that,
+    and an axis `shape` lacks has size 1. `threads` (1 to 1024) is the most threads a block may have. What holds,
+    with n the work's size along an axis, b the block's and g the grid's:
+    - every b and g is an int >= 1; b <= (1024, 1024, 64) and g <= (2**31 - 1, 65535, 65535) in (x, y, z);
+      b_x * b_y * b_z <= threads;
+    - coverage: g * b >= n, or g is at its cap (the kernel covers the rest with a grid-stride loop);
+    - no idle block: (g - 1) * b < n when n >= 1, and g = 1 when n = 0;
+    - coalesced: b_x >= min(32, n_x, threads);
+    - busy: b_x * b_y * b_z * 2 >= min(threads, n_x * n_y * n_z) (at least half the threads a block can use)."""
+    n = [int(s) for s in reversed(shape)] + [1] * (3 - len(shape))
+    block = [1, 1, 1]
+    left = int(threads)
+    for axis in range(3):
+        want = -(-max(n[axis], 1) // WARP) * WARP if axis == 0 else max(n[axis], 1)
+        block[axis] = max(1, min(left, want, MAX_BLOCK[axis]))
+        left //= block[axis]
+    grid = [max(1, min(-(-n[axis] // block[axis]), MAX_GRID[axis])) for axis in range(3)]
+    return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2])
