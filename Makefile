@@ -53,12 +53,7 @@ book: $(STAMP)
 	$(BIN)/python book/build.py
 
 # needs chromium (Debian/Ubuntu: apt-get install -y chromium); without it, says so and skips
-check-# chapter 11's kernels on a real GPU: the CUDA libraries as wheels (the simulator, used without a GPU, needs none)
-gpu: $(STAMP)
-	$(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-gpu.txt \
-		|| $(BIN)/python -m pip install --quiet -r requirements-gpu.txt
-
-book: $(STAMP)
+check-book: $(STAMP)
 	$(BIN)/python book/check_browser.py
 
 test: lint
