@@ -14,8 +14,9 @@ rung is how often each element of a and b is loaded from global memory, and how 
   memory TM times (from registers): fewer shared-memory loads per FLOP, more work per thread.
 - `sgemm_blocked_2d`: each thread computes a TM x TN block of outputs from TM values of a and TN of b held in
   registers: TM * TN multiply-adds for TM + TN shared-memory loads.
-- `sgemm_transposed`: the same with a's tile transposed in shared memory, so a thread's TM values of a are
-  neighbours (the layout 16-byte vector loads need; numba-cuda emits 4-byte loads either way: see the kernel).
+- `sgemm_vectorised`: the same with a's tile transposed in shared memory, so a thread's TM values of a are
+  neighbours, as its TN values of b are, and loaded 4 at a time (16-byte vector loads: a quarter of the
+  instructions; see ALIGN for what numba needs to emit them).
 - `sgemm_warptiled`: a level between block and thread: each warp computes a compact part of the block's tile, so
   the 32 threads that run together read few distinct shared-memory values; 8 x 8 outputs a thread.
 - `sgemm_double_buffered`: the warp-tiled kernel with two copies of the shared tiles: the next step's global loads
@@ -33,7 +34,14 @@ from typing import Callable
 import numpy as np
 
 from teenygrad.edition import exercise
-from teenygrad.kernels.cuda.device import cuda
+from teenygrad.kernels.cuda.device import SIMULATED, cuda
+
+# Vector loads from shared memory (`ld.shared.v4.f32`: 4 floats, 16 bytes, one instruction) need two things the
+# compiler can see: the shared array is 16-byte aligned, and the index is a multiple of 4 floats. numba gives both
+# only if asked: `alignment=16` (which the simulator refuses, hence None there), and UNSIGNED indices (a signed one
+# gets numba's negative-index wrap-around, `i < 0 ? i + n : i`, which hides that it is a multiple of 4). Checked in
+# the PTX numba-cuda 0.30.4 emits for sm_90: with either missing, 4 floats take four `ld.shared.f32`.
+ALIGN = None if SIMULATED else 16
 
 
 @exercise("11-gpu-kernels", "tiled", kernel=True)
@@ -193,13 +201,13 @@ def sgemm_blocked_2d(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int
 
 
 @functools.cache
-def transposed_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
+def vectorised_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
     """`blocked_kernel` with a's tile stored TRANSPOSED in shared memory (BK x BM): for each k the TM values of a a
-    thread reads are neighbours, as its TN values of b already were.
+    thread reads are neighbours, as its TN values of b already were, and both are loaded 4 at a time.
 
     Why: in the inner loop a thread reads TM + TN floats from shared memory for TM * TN multiply-adds. Untransposed,
-    its TM values of a lie a row (BK floats) apart; transposed, they are TM neighbours, the layout CUDA C needs to
-    fetch them 16 bytes at a time (float4: one `ld.shared.v4.f32` for 4 floats, a quarter of the instructions).
+    its TM values of a lie a row (BK floats) apart; transposed, they are TM neighbours, which one instruction can
+    fetch 16 bytes at a time (`ld.shared.v4.f32`, CUDA C's float4): a quarter of the load instructions.
     The price is paid once per tile, when it is stored: neighbouring threads, reading neighbouring elements of a
     row of a (coalesced), write down a column of the shared tile, several of them into one memory bank."""
     threads = (BM // TM) * (BN // TN)
@@ -207,8 +215,8 @@ def transposed_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
 
     @cuda.jit
     def kernel(a, b, out):
-        sa = cuda.shared.array((BK, BM), dtype=np.float32)  # sa[k, r] = a[row0 + r, k0 + k]: a's tile transposed
-        sb = cuda.shared.array((BK, BN), dtype=np.float32)
+        sa = cuda.shared.array((BK, BM), dtype=np.float32, alignment=ALIGN)  # sa[k, r] = a[row0 + r, k0 + k]
+        sb = cuda.shared.array((BK, BN), dtype=np.float32, alignment=ALIGN)
         acc = cuda.local.array((TM, TN), dtype=np.float32)
         ra = cuda.local.array(TM, dtype=np.float32)
         rb = cuda.local.array(TN, dtype=np.float32)
@@ -229,10 +237,10 @@ def transposed_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
                 sb[r, c] = b[k0 + r, col0 + c] if k0 + r < K and col0 + c < N else np.float32(0.0)
             cuda.syncthreads()  # the tiles are complete before anyone reads them
             for k in range(BK):
-                for i in range(TM):
-                    ra[i] = sa[k, trow * TM + i]  # TM neighbours
+                for i in range(TM):  # TM neighbours, unsigned indices: vector loads (see ALIGN)
+                    ra[i] = sa[np.uint64(k), np.uint64(trow * TM) + np.uint64(i)]
                 for j in range(TN):
-                    rb[j] = sb[k, tcol * TN + j]
+                    rb[j] = sb[np.uint64(k), np.uint64(tcol * TN) + np.uint64(j)]
                 for i in range(TM):
                     for j in range(TN):
                         acc[i, j] += ra[i] * rb[j]
@@ -245,11 +253,11 @@ def transposed_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
     return kernel
 
 
-def sgemm_transposed(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4) -> None:
-    """out = a @ b, as `sgemm_blocked_2d` but with a's tile transposed in shared memory."""
+def sgemm_vectorised(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4) -> None:
+    """out = a @ b, as `sgemm_blocked_2d` but with a's tile transposed in shared memory and vector loads from it."""
     threads = _threads(BM, BN, TM, TN)
     M, N = out.shape
-    transposed_kernel(BM, BN, BK, TM, TN)[_grid(M, N, BM, BN), threads](a, b, out)
+    vectorised_kernel(BM, BN, BK, TM, TN)[_grid(M, N, BM, BN), threads](a, b, out)
 
 
 WARP = 32  # threads a warp: the hardware's, on every NVIDIA GPU
@@ -283,7 +291,7 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     of b's, each shared by several of them (a broadcast), so shared memory serves the warp in few transactions;
     and a thread holding RM = WMITER * TM values of a and RN = WNITER * TN of b in registers does RM * RN
     multiply-adds with them (64 for 16 loads at the defaults). a's tile is transposed in shared memory (see
-    `transposed_kernel`).
+    `vectorised_kernel`).
 
     `double_buffered`: two copies of each shared tile. While the block computes on one copy, every thread has
     already issued the global loads of the next step's tiles (into registers, `pa` and `pb`), so their latency
@@ -299,6 +307,11 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     # a thread's outputs: RM x RN (computed here: a local array's shape must be a constant when the kernel
     # compiles, and an expression inside the kernel is not one; the simulator does not notice, the GPU's compiler does)
     RM, RN = WMITER * TM, WNITER * TN
+    # When every term of a thread's offset into a tile is a multiple of 4, writing the offset as 4 * (offset // 4)
+    # (the same number) shows the compiler it is one, and it loads the thread's values 4 at a time (see ALIGN):
+    # without it, PTX showed some of them loaded one by one
+    QA = 4 if WM % 4 == 0 and WSUBM % 4 == 0 and TM % 4 == 0 else 1
+    QB = 4 if WN % 4 == 0 and WSUBN % 4 == 0 and TN % 4 == 0 else 1
 
     @cuda.jit(device=True)
     def load_tiles(a, b, pa, pb, k0, row0, col0, tid):
@@ -331,19 +344,21 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
         """acc += this thread's part of (a's tile) @ (b's tile), from shared copy `buf`."""
         for k in range(BK):
             for wm in range(WMITER):
-                for i in range(TM):  # TM neighbours of the transposed tile
-                    ra[wm * TM + i] = sa[buf, k, wrow * WM + wm * WSUBM + trow * TM + i]
+                row = np.uint64(QA) * np.uint64((wrow * WM + wm * WSUBM + trow * TM) // QA)  # the same number (see QA)
+                for i in range(TM):  # unsigned indices: vector loads (see ALIGN)
+                    ra[wm * TM + i] = sa[np.uint64(buf), np.uint64(k), row + np.uint64(i)]
             for wn in range(WNITER):
+                col = np.uint64(QB) * np.uint64((wcol * WN + wn * WSUBN + tcol * TN) // QB)
                 for j in range(TN):
-                    rb[wn * TN + j] = sb[buf, k, wcol * WN + wn * WSUBN + tcol * TN + j]
+                    rb[wn * TN + j] = sb[np.uint64(buf), np.uint64(k), col + np.uint64(j)]
             for i in range(RM):  # RM * RN multiply-adds for RM + RN loads from shared memory
                 for j in range(RN):
                     acc[i, j] += ra[i] * rb[j]
 
     @cuda.jit
     def kernel(a, b, out):
-        sa = cuda.shared.array((buffers, BK, BM), dtype=np.float32)
-        sb = cuda.shared.array((buffers, BK, BN), dtype=np.float32)
+        sa = cuda.shared.array((buffers, BK, BM), dtype=np.float32, alignment=ALIGN)
+        sb = cuda.shared.array((buffers, BK, BN), dtype=np.float32, alignment=ALIGN)
         pa = cuda.local.array(LA, dtype=np.float32)  # tile elements on their way to shared memory
         pb = cuda.local.array(LB, dtype=np.float32)
         acc = cuda.local.array((RM, RN), dtype=np.float32)  # this thread's outputs, in registers
@@ -412,7 +427,7 @@ def _warptiled(a, b, out, BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: i
 
 LADDER: list[tuple[str, Callable]] = [
     ("naive", sgemm_naive), ("coalesced", sgemm_coalesced), ("shared", sgemm_shared),
-    ("blocked_1d", sgemm_blocked_1d), ("blocked_2d", sgemm_blocked_2d), ("transposed", sgemm_transposed),
+    ("blocked_1d", sgemm_blocked_1d), ("blocked_2d", sgemm_blocked_2d), ("vectorised", sgemm_vectorised),
     ("warptiled", sgemm_warptiled), ("double_buffered", sgemm_double_buffered),
 ]
 
