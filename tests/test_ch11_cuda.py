@@ -13,6 +13,8 @@ import math
 import os
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +31,12 @@ from teenygrad.kernels.cuda.traffic import Counted
 
 rng = np.random.default_rng(int(sys.argv[1]))
 SMALL = {"naive": {"block": 4}, "coalesced": {"block": 4}, "shared": {"tile": 4},
-         "blocked_1d": {"BM": 8, "BN": 4, "BK": 3, "TM": 4}, "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 2}}
+         "blocked_1d": {"BM": 8, "BN": 4, "BK": 3, "TM": 4}, "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 2},
+         "vectorised": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 2},
+         # two warps across, each thread 2 sub-tiles down (WMITER = 2) of 2 x 2 outputs
+         "warptiled": {"BM": 16, "BN": 32, "BK": 4, "WM": 16, "WN": 16, "WNITER": 1, "TM": 2, "TN": 2},
+         # one warp, each thread 2 sub-tiles across (WNITER = 2) of 4 x 4 outputs: offsets written as 4 * (o // 4)
+         "double_buffered": {"BM": 32, "BN": 32, "BK": 3, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4}}
 report = {"simulated": gpu.SIMULATED, "device": gpu.describe(), "sgemm": [], "traffic": {}, "rows": [], "ew": []}
 shapes = [(1, 1, 1), (1, 5, 3), (6, 1, 4), (5, 4, 1)] + [tuple(int(s) for s in rng.integers(2, 14, 3)) for _ in range(3)]
 for M, K, N in shapes:
@@ -94,7 +101,8 @@ def test_the_kernels_ran_in_the_simulator(simulated):
 
 def test_every_rung_of_the_ladder_is_numpys_product_on_any_shape(simulated):
     rungs = {name for name, _, _ in simulated["sgemm"]}
-    assert rungs == {"naive", "coalesced", "shared", "blocked_1d", "blocked_2d"}
+    assert rungs == {"naive", "coalesced", "shared", "blocked_1d", "blocked_2d", "vectorised", "warptiled",
+                     "double_buffered"}
     for name, (M, K, N), err in simulated["sgemm"]:
         assert err is not None, f"{name} left outputs of a {M}x{K} @ {K}x{N} product unwritten"
         assert err <= 1e-5 * max(1, math.sqrt(K)), (name, (M, K, N), err)
@@ -105,7 +113,9 @@ def test_the_loads_each_rung_makes(simulated):
     out an element is used by; every output is stored once and never loaded."""
     M, N = 9, 11
     tiles = {"naive": (N, M), "coalesced": (N, M), "shared": (math.ceil(N / 4), math.ceil(M / 4)),
-             "blocked_1d": (math.ceil(N / 4), math.ceil(M / 8)), "blocked_2d": (math.ceil(N / 8), math.ceil(M / 8))}
+             "blocked_1d": (math.ceil(N / 4), math.ceil(M / 8)), "blocked_2d": (math.ceil(N / 8), math.ceil(M / 8)),
+             "vectorised": (math.ceil(N / 8), math.ceil(M / 8)), "warptiled": (math.ceil(N / 32), math.ceil(M / 16)),
+             "double_buffered": (math.ceil(N / 32), math.ceil(M / 32))}
     for name, (per_a, per_b) in tiles.items():
         t = simulated["traffic"][name]
         assert t["ok"], name
@@ -179,6 +189,23 @@ def test_the_gpu_benchmark_runs_in_the_simulator():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "blocked_2d" in proc.stdout and "no figure is measured or recorded" in proc.stdout
+
+
+def test_the_kernels_compile_for_a_gpu_without_spilling():
+    """What the simulator cannot check: each kernel compiles for an H100/H200 (numba's GPU compiler is stricter:
+    e.g. a local array's shape must be a constant), no thread spills registers at the default tiles, and the
+    vectorised rungs load shared memory 4 floats at a time. Needs `make gpu`'s CUDA libraries, not a GPU."""
+    ptxas = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("the CUDA libraries are not installed (make gpu)")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--ptx"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    lines = {line.strip().split("  ")[0]: line for line in proc.stdout.splitlines() if "registers a thread" in line}
+    assert len(lines) == 12 and all(" 0 bytes spilled" in line for line in lines.values()), proc.stdout
+    for rung in ("vectorised", "warptiled", "double_buffered"):
+        assert ", 0 of 1;" in lines[f"sgemm {rung}"] and " 0 of 4 floats" not in lines[f"sgemm {rung}"], proc.stdout
 
 
 # --- the chapter's figures, from the book build ------------------------------------------------------------------
