@@ -95,7 +95,7 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
                ("sgemm shared", matmul.shared_kernel(defaults(matmul.sgemm_shared)["tile"]), mm),
                ("sgemm blocked_1d", matmul.blocked_kernel(**defaults(matmul.sgemm_blocked_1d), TN=1), mm),
                ("sgemm blocked_2d", matmul.blocked_kernel(**defaults(matmul.sgemm_blocked_2d)), mm),
-               ("sgemm vectorised", matmul.vectorised_kernel(**defaults(matmul.sgemm_vectorised)), mm),
+               ("sgemm vectorised", matmul.blocked_kernel(**defaults(matmul.sgemm_vectorised), vectorised=True), mm),
                ("sgemm warptiled", matmul.warptiled_kernel(**defaults(matmul.sgemm_warptiled),
                                                            double_buffered=False), mm),
                ("sgemm double_buffered", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),

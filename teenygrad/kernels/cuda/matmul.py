@@ -125,19 +125,43 @@ def sgemm_coalesced(a, b, out, block: int = 16) -> None:
 
 
 @functools.cache
-def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
+def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, vectorised: bool = False) -> Callable:
     """A block computes a BM x BN tile of out with (BM / TM) * (BN / TN) threads, each a TM x TN block of it.
 
     Per step of BK along K the block stages a's BM x BK tile and b's BK x BN tile in shared memory (every thread
     loading its share, neighbouring threads neighbouring elements), then each thread, for each k, reads TM values
-    of a's tile and TN of b's into registers and does TM * TN multiply-adds with them. TN = 1 is the 1-D form."""
+    of a's tile and TN of b's into registers and does TM * TN multiply-adds with them. TN = 1 is the 1-D form.
+
+    `vectorised`: a's tile is stored TRANSPOSED (BK x BM), so for each k a thread's TM values of a are neighbours,
+    as its TN values of b already are, and both are read with unsigned indices from 16-byte aligned tiles: the
+    compiler then loads them 4 at a time (see ALIGN), a quarter of the load instructions. The price is paid once a
+    tile, when it is stored: neighbouring threads, reading along a row of a (coalesced), write down a column of
+    the shared tile, several of them into one memory bank."""
     threads = (BM // TM) * (BN // TN)
     across = BN // TN  # threads along a row of the tile
+    # (decided here: a shared array's shape and alignment must be constants when the kernel compiles)
+    a_tile, align = ((BK, BM), ALIGN) if vectorised else ((BM, BK), None)
+    if vectorised:  # where a's (r, k) and b's (k, c) are in their shared tiles
+        @cuda.jit(device=True)
+        def a_at(r, k):
+            return np.uint64(k), np.uint64(r)
+
+        @cuda.jit(device=True)
+        def b_at(k, c):
+            return np.uint64(k), np.uint64(c)
+    else:
+        @cuda.jit(device=True)
+        def a_at(r, k):
+            return r, k
+
+        @cuda.jit(device=True)
+        def b_at(k, c):
+            return k, c
 
     @cuda.jit
     def kernel(a, b, out):
-        sa = cuda.shared.array((BM, BK), dtype=np.float32)
-        sb = cuda.shared.array((BK, BN), dtype=np.float32)
+        sa = cuda.shared.array(a_tile, dtype=np.float32, alignment=align)
+        sb = cuda.shared.array((BK, BN), dtype=np.float32, alignment=align)
         acc = cuda.local.array((TM, TN), dtype=np.float32)  # registers: the thread's outputs
         ra = cuda.local.array(TM, dtype=np.float32)
         rb = cuda.local.array(TN, dtype=np.float32)
@@ -152,16 +176,16 @@ def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
         for k0 in range(0, K, BK):
             for e in range(tid, BM * BK, threads):  # a's tile: neighbouring threads read along a row of a
                 r, c = e // BK, e % BK
-                sa[r, c] = a[row0 + r, k0 + c] if row0 + r < M and k0 + c < K else np.float32(0.0)
+                sa[a_at(r, c)] = a[row0 + r, k0 + c] if row0 + r < M and k0 + c < K else np.float32(0.0)
             for e in range(tid, BK * BN, threads):  # b's tile: neighbouring threads read neighbouring columns
                 r, c = e // BN, e % BN
                 sb[r, c] = b[k0 + r, col0 + c] if k0 + r < K and col0 + c < N else np.float32(0.0)
             cuda.syncthreads()  # the tiles are complete before anyone reads them
             for k in range(BK):
                 for i in range(TM):
-                    ra[i] = sa[trow * TM + i, k]
+                    ra[i] = sa[a_at(trow * TM + i, k)]
                 for j in range(TN):
-                    rb[j] = sb[k, tcol * TN + j]
+                    rb[j] = sb[b_at(k, tcol * TN + j)]
                 for i in range(TM):
                     for j in range(TN):
                         acc[i, j] += ra[i] * rb[j]
@@ -184,10 +208,10 @@ def _threads(BM: int, BN: int, TM: int, TN: int) -> int:
     return threads
 
 
-def _blocked(a, b, out, BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
+def _blocked(a, b, out, BM: int, BN: int, BK: int, TM: int, TN: int, vectorised: bool = False) -> None:
     threads = _threads(BM, BN, TM, TN)
     M, N = out.shape
-    blocked_kernel(BM, BN, BK, TM, TN)[_grid(M, N, BM, BN), threads](a, b, out)
+    blocked_kernel(BM, BN, BK, TM, TN, vectorised)[_grid(M, N, BM, BN), threads](a, b, out)
 
 
 def sgemm_blocked_1d(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 8) -> None:
@@ -200,64 +224,9 @@ def sgemm_blocked_2d(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int
     _blocked(a, b, out, BM, BN, BK, TM, TN)
 
 
-@functools.cache
-def vectorised_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
-    """`blocked_kernel` with a's tile stored TRANSPOSED in shared memory (BK x BM): for each k the TM values of a a
-    thread reads are neighbours, as its TN values of b already were, and both are loaded 4 at a time.
-
-    Why: in the inner loop a thread reads TM + TN floats from shared memory for TM * TN multiply-adds. Untransposed,
-    its TM values of a lie a row (BK floats) apart; transposed, they are TM neighbours, which one instruction can
-    fetch 16 bytes at a time (`ld.shared.v4.f32`, CUDA C's float4): a quarter of the load instructions.
-    The price is paid once per tile, when it is stored: neighbouring threads, reading neighbouring elements of a
-    row of a (coalesced), write down a column of the shared tile, several of them into one memory bank."""
-    threads = (BM // TM) * (BN // TN)
-    across = BN // TN
-
-    @cuda.jit
-    def kernel(a, b, out):
-        sa = cuda.shared.array((BK, BM), dtype=np.float32, alignment=ALIGN)  # sa[k, r] = a[row0 + r, k0 + k]
-        sb = cuda.shared.array((BK, BN), dtype=np.float32, alignment=ALIGN)
-        acc = cuda.local.array((TM, TN), dtype=np.float32)
-        ra = cuda.local.array(TM, dtype=np.float32)
-        rb = cuda.local.array(TN, dtype=np.float32)
-        tid = cuda.threadIdx.x
-        trow, tcol = tid // across, tid % across
-        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
-        M, K = a.shape
-        N = b.shape[1]
-        for i in range(TM):
-            for j in range(TN):
-                acc[i, j] = np.float32(0.0)
-        for k0 in range(0, K, BK):
-            for e in range(tid, BM * BK, threads):  # neighbouring threads read along a row of a, store down sa
-                r, c = e // BK, e % BK
-                sa[c, r] = a[row0 + r, k0 + c] if row0 + r < M and k0 + c < K else np.float32(0.0)
-            for e in range(tid, BK * BN, threads):
-                r, c = e // BN, e % BN
-                sb[r, c] = b[k0 + r, col0 + c] if k0 + r < K and col0 + c < N else np.float32(0.0)
-            cuda.syncthreads()  # the tiles are complete before anyone reads them
-            for k in range(BK):
-                for i in range(TM):  # TM neighbours, unsigned indices: vector loads (see ALIGN)
-                    ra[i] = sa[np.uint64(k), np.uint64(trow * TM) + np.uint64(i)]
-                for j in range(TN):
-                    rb[j] = sb[np.uint64(k), np.uint64(tcol * TN) + np.uint64(j)]
-                for i in range(TM):
-                    for j in range(TN):
-                        acc[i, j] += ra[i] * rb[j]
-            cuda.syncthreads()  # everyone is done with the tiles before the next step overwrites them
-        for i in range(TM):
-            for j in range(TN):
-                r, c = row0 + trow * TM + i, col0 + tcol * TN + j
-                if r < M and c < N:
-                    out[r, c] = acc[i, j]
-    return kernel
-
-
 def sgemm_vectorised(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4) -> None:
     """out = a @ b, as `sgemm_blocked_2d` but with a's tile transposed in shared memory and vector loads from it."""
-    threads = _threads(BM, BN, TM, TN)
-    M, N = out.shape
-    vectorised_kernel(BM, BN, BK, TM, TN)[_grid(M, N, BM, BN), threads](a, b, out)
+    _blocked(a, b, out, BM, BN, BK, TM, TN, vectorised=True)
 
 
 WARP = 32  # threads a warp: the hardware's, on every NVIDIA GPU
@@ -291,7 +260,7 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     of b's, each shared by several of them (a broadcast), so shared memory serves the warp in few transactions;
     and a thread holding RM = WMITER * TM values of a and RN = WNITER * TN of b in registers does RM * RN
     multiply-adds with them (64 for 16 loads at the defaults). a's tile is transposed in shared memory (see
-    `vectorised_kernel`).
+    `blocked_kernel`'s `vectorised`).
 
     `double_buffered`: two copies of each shared tile. While the block computes on one copy, every thread has
     already issued the global loads of the next step's tiles (into registers, `pa` and `pb`), so their latency
