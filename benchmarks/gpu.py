@@ -197,6 +197,28 @@ def reference_sgemm():
         return None
 
 
+def reference_rows(host: np.ndarray) -> dict | None:
+    """Seconds PyTorch takes for the rows' sums and softmax of `host` on the GPU (median of 20), or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    x = torch.from_numpy(host).cuda()
+    found = {}
+    for name, fn in (("sum_rows", lambda: torch.sum(x, 1)), ("softmax_rows", lambda: torch.softmax(x, 1))):
+        fn()
+        times = []
+        for _ in range(20):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / 1000)
+        found[name] = statistics.median(times)
+    return found
+
+
 def measure(size: int) -> dict:
     os.environ.setdefault("TEENYGRAD_CUDA", "gpu")
     import numba
@@ -207,7 +229,8 @@ def measure(size: int) -> dict:
     ref = reference_sgemm()
     record = {"recorded": datetime.date.today().isoformat(), "device": describe(),
               "compute_capability": ".".join(map(str, dev.compute_capability)),
-              "driver": cuda.cudadrv.driver.driver.get_version(), "numba": numba.__version__,
+              "driver": cuda.cudadrv.driver.driver.get_version(), "cuda": cuda.runtime.get_version(),
+              "numba": numba.__version__,
               "numba_cuda": _version("numba-cuda"), "numpy": np.__version__, "python": platform.python_version(),
               "reference": ref[0] if ref else None, "sgemm": {}, "reductions": {}, "launch_us": None}
     rng = np.random.default_rng(0)
@@ -219,7 +242,7 @@ def measure(size: int) -> dict:
         rows = {}
         check = a.copy_to_host().astype(np.float64)[:64] @ b.copy_to_host()
         for name, fn in LADDER:
-            seconds = timed(cuda, lambda: (fn(a, b, out), cuda.synchronize()), 3 if name == "naive" else 10)
+            seconds = timed(cuda, lambda: fn(a, b, out), 3 if name == "naive" else 10)
             err = float(np.abs(out.copy_to_host()[:64] - check).max() / np.abs(check).max())
             rows[name] = {"gflops": flops / seconds / 1e9, "seconds": seconds, "relative_error": err}
         if ref:
@@ -231,14 +254,23 @@ def measure(size: int) -> dict:
         for name, row in rows.items():
             print(f"{n}^3 {name:<15} {row['gflops']:9.0f} GFLOP/s" + (f"  {row['of_cublas']:6.1%} of cuBLAS"
                                                                        if "of_cublas" in row else ""))
-    x = cuda.to_device(rng.standard_normal((4096, 4096), np.float32))
-    sums, soft = cuda.device_array(4096, np.float32), cuda.device_array((4096, 4096), np.float32)
+    # 16384 x 16384 (1 GiB): a pass over it takes a few hundred microseconds, so the launch (tens of microseconds
+    # from Python, measured below) does not set the figure
+    rows_n = 16384
+    host = rng.standard_normal((rows_n, rows_n), np.float32)
+    x = cuda.to_device(host)
+    sums, soft = cuda.device_array(rows_n, np.float32), cuda.device_array((rows_n, rows_n), np.float32)
+    torch_rows = reference_rows(host)
     # bytes each must move at least: sum_rows reads x once; softmax_rows reads it three times and writes it once
     for name, fn, out, passes in (("sum_rows", reduce.sum_rows, sums, 1),
                                   ("softmax_rows", reduce.softmax_rows, soft, 4)):
-        seconds = timed(cuda, lambda: (fn(x, out), cuda.synchronize()), 20)
-        record["reductions"][name] = {"seconds": seconds, "gb_per_s": passes * 4 * 4096 ** 2 / seconds / 1e9}
-        print(f"{name} 4096x4096: {seconds * 1e6:.0f} us, {record['reductions'][name]['gb_per_s']:.0f} GB/s")
+        seconds = timed(cuda, lambda: fn(x, out), 20)
+        row = record["reductions"][name] = {"seconds": seconds, "gb_per_s": passes * 4 * rows_n ** 2 / seconds / 1e9}
+        if torch_rows:
+            row["torch_seconds"] = torch_rows[name]
+            row["of_torch"] = torch_rows[name] / seconds  # > 1: faster than PyTorch's kernel
+        print(f"{name} {rows_n}x{rows_n}: {seconds * 1e6:.0f} us, {row['gb_per_s']:.0f} GB/s"
+              + (f", PyTorch {torch_rows[name] * 1e6:.0f} us" if torch_rows else ""))
 
     @cuda.jit
     def empty(x):
