@@ -101,6 +101,7 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
                ("sgemm double_buffered", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),
                                                                  double_buffered=True), mm),
                ("sum_rows", reduce.sum_rows_kernel, "void(float32[:, ::1], float32[::1])"),
+               ("sum_rows_warp", reduce.sum_rows_warp_kernel, "void(float32[:, ::1], float32[::1])"),
                ("softmax_rows", reduce.softmax_rows_kernel, "void(float32[:, ::1], float32[:, ::1])"),
                ("elementwise exp", elementwise.UNARY_KERNELS["exp"],
                 "void(int64[::1], float32[::1], int64[::1], int64, float32[::1])"),
@@ -263,14 +264,16 @@ def measure(size: int) -> dict:
     torch_rows = reference_rows(host)
     # bytes each must move at least: sum_rows reads x once; softmax_rows reads it three times and writes it once
     for name, fn, out, passes in (("sum_rows", reduce.sum_rows, sums, 1),
+                                  ("sum_rows_warp", reduce.sum_rows_warp, sums, 1),
                                   ("softmax_rows", reduce.softmax_rows, soft, 4)):
         seconds = timed(cuda, lambda: fn(x, out), 20)
         row = record["reductions"][name] = {"seconds": seconds, "gb_per_s": passes * 4 * rows_n ** 2 / seconds / 1e9}
-        if torch_rows:
-            row["torch_seconds"] = torch_rows[name]
-            row["of_torch"] = torch_rows[name] / seconds  # > 1: faster than PyTorch's kernel
+        torch_seconds = torch_rows[name.replace("_warp", "")] if torch_rows else None
+        if torch_seconds:
+            row["torch_seconds"] = torch_seconds
+            row["of_torch"] = torch_seconds / seconds  # > 1: faster than PyTorch's kernel
         print(f"{name} {rows_n}x{rows_n}: {seconds * 1e6:.0f} us, {row['gb_per_s']:.0f} GB/s"
-              + (f", PyTorch {torch_rows[name] * 1e6:.0f} us" if torch_rows else ""))
+              + (f", PyTorch {torch_seconds * 1e6:.0f} us" if torch_seconds else ""))
 
     @cuda.jit
     def empty(x):

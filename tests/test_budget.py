@@ -41,8 +41,8 @@ from conftest import REPO
 # device choice, launch configurations, elementwise kernels on strided views, reductions and the softmax, the
 # SGEMM ladder, the traffic counter, the recorded results): 8,352. Then +146 for the ladder's rungs beyond 2-D blocking
 # (issue 36: vectorised shared-memory loads as a flag of the blocked kernel, warp tiling and double buffering from
-# one kernel factory): 8,498.
-MAX_PACKAGE_LINES = 8600  # 8,498 code lines, + ~1.2% headroom
+# one kernel factory) and the warp-shuffle row sum (GPU only, sum_rows its twin): 8,527.
+MAX_PACKAGE_LINES = 8600  # 8,527 code lines, + ~0.9% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 # statements and their code lines: the test below checks code_lines on crafted sources made of them

@@ -80,6 +80,11 @@ try:
 except KeyError:
     pass
 report["seam"] = [calls, gpu.KERNELS["add"] is elementwise.BINARY["add"]]
+try:  # the warp-shuffle sum needs a GPU; in the simulator it names its twin
+    reduce.sum_rows_warp(np.ones((2, 64), np.float32), np.zeros(2, np.float32))
+    report["warp_sum"] = "ran"
+except RuntimeError as error:
+    report["warp_sum"] = str(error)
 report["configs"] = [[list(s), t, *launch.launch_config(tuple(s), t)] for s, t in
                      [((0,), 256), ((1,), 1), ((70000,), 256), ((5, 3), 64), ((1000, 1000), 1024), ((2, 3, 4), 32),
                       ((70000, 2), 128), ((3, 70000, 1), 512)]]
@@ -147,6 +152,28 @@ def test_elementwise_reads_strided_broadcast_views(simulated):
         np.testing.assert_allclose(out, want.ravel(), rtol=1e-6, atol=1e-6, err_msg=name)
 
 
+def test_the_warp_shuffle_sum_names_its_twin_in_the_simulator(simulated):
+    assert "needs a GPU" in simulated["warp_sum"] and "sum_rows" in simulated["warp_sum"]
+
+
+def test_the_warp_shuffle_sum_on_a_gpu():
+    if not os.path.exists("/dev/nvidiactl"):
+        pytest.skip("no GPU: warp shuffles do not run in the simulator (sum_rows, its twin, is tested there)")
+    code = """
+import numpy as np
+from teenygrad.kernels.cuda import reduce
+rng = np.random.default_rng(0)
+for rows, cols, threads in [(1, 1, 32), (3, 37, 64), (5, 1000, 256), (2, 5000, 1024)]:
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = np.zeros(rows, np.float32)
+    reduce.sum_rows_warp(x, out, threads=threads)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+    proc = run(code, TEENYGRAD_CUDA="gpu")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
 def test_the_seam_swaps_a_kernel_and_puts_it_back(simulated):
     calls, restored = simulated["seam"]
     assert calls == ["mine"] and restored
@@ -203,7 +230,7 @@ def test_the_kernels_compile_for_a_gpu_without_spilling():
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     lines = {line.strip().split("  ")[0]: line for line in proc.stdout.splitlines() if "registers a thread" in line}
-    assert len(lines) == 12 and all(" 0 bytes spilled" in line for line in lines.values()), proc.stdout
+    assert len(lines) == 13 and all(" 0 bytes spilled" in line for line in lines.values()), proc.stdout
     for rung in ("vectorised", "warptiled", "double_buffered"):
         assert ", 0 of 1;" in lines[f"sgemm {rung}"] and " 0 of 4 floats" not in lines[f"sgemm {rung}"], proc.stdout
 
