@@ -1,4 +1,4 @@
-"""The SGEMM ladder (chapter 11): float32 out = a @ b on the GPU, one kernel a rung, each faster than the last.
+"""The SGEMM ladder (chapter 11): float32 out = a @ b on the GPU, one kernel a rung, each meant to beat the last.
 
 Every rung computes out = a @ b for a: (M, K), b: (K, N), out: (M, N), any sizes >= 1 (edges are bounds-checked:
 a load past an edge reads 0 and never touches memory, a store past an edge is skipped). What changes from rung to
