@@ -174,13 +174,6 @@ def test_asking_for_a_gpu_without_one_says_what_to_do():
     assert proc.returncode != 0 and "expected auto, sim or gpu" in proc.stderr
 
 
-def test_the_gpu_benchmark_runs_in_the_simulator():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--simulate"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "blocked_2d" in proc.stdout and "no figure is measured or recorded" in proc.stdout
-
-
 # --- the chapter's figures, from the book build ------------------------------------------------------------------
 
 def test_chapter_figures(book_build):
