@@ -10,9 +10,11 @@
                                            # registers a thread, spills, shared memory, vector loads
 
 The reference is cuBLAS's SGEMM through PyTorch (TF32 off, so both sides compute in float32) or CuPy, whichever is
-installed; neither is a dependency of teenygrad. GFLOP/s = 2*M*N*K / seconds, the median of several launches timed
-with CUDA events after a warm-up launch (the first launch compiles). The results file records the device, the
-driver, the versions and the date beside every figure; chapter 11 reads it through teenygrad.kernels.cuda.results.
+installed; neither is a dependency of teenygrad; sum_rows and softmax_rows are set beside PyTorch's own (on a 16384^2
+array, so that a launch's cost from Python hides behind the GPU's work). GFLOP/s = 2*M*N*K / seconds a launch, the
+median over batches of launches queued back to back between two CUDA events, after a warm-up launch (the first
+launch compiles). The results file records the device, the driver, the CUDA toolkit, the versions and the date
+beside every figure; chapter 11 reads it through teenygrad.kernels.cuda.results.
 """
 from __future__ import annotations
 
@@ -142,100 +144,135 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
     return failed
 
 
-def timed(cuda, fn, repeats: int) -> float:
-    """Median seconds of `repeats` calls of fn (each a launch), timed with CUDA events, after one warm-up call."""
+def timed(start_event, fn, launches: int, batches: int = 5) -> float:
+    """Seconds a launch of fn: the median over `batches` of (time of `launches` back-to-back launches) / launches,
+    timed with CUDA events, after one warm-up launch (the first launch compiles).
+
+    The launches are queued without waiting between them, so the GPU's time is what is measured: timing one launch
+    between two events would add the ~30 us Python spends launching it, as much as a small kernel runs.
+    `start_event()` makes an event with .record() and .synchronize(); elapsed(start, end) is in seconds."""
     fn()
-    times = []
-    for _ in range(repeats):
-        start, end = cuda.event(), cuda.event()
+    per_launch = []
+    for _ in range(batches):
+        start, end = start_event(), start_event()
         start.record()
-        fn()
+        for _ in range(launches):
+            fn()
         end.record()
         end.synchronize()
-        times.append(cuda.event_elapsed_time(start, end) / 1000)
-    return statistics.median(times)
+        per_launch.append(start.seconds_to(end) / launches)
+    return statistics.median(per_launch)
+
+
+class NumbaEvent:
+    """A numba CUDA event with the interface `timed` uses."""
+
+    def __init__(self):
+        from numba import cuda
+        self.event = cuda.event()
+
+    def record(self) -> None:
+        self.event.record()
+
+    def synchronize(self) -> None:
+        self.event.synchronize()
+
+    def seconds_to(self, end: NumbaEvent) -> float:
+        return self.event.elapsed_time(end.event) / 1000
+
+
+class TorchEvent:
+    """A PyTorch CUDA event with the interface `timed` uses."""
+
+    def __init__(self):
+        import torch
+        self.event = torch.cuda.Event(enable_timing=True)
+
+    def record(self) -> None:
+        self.event.record()
+
+    def synchronize(self) -> None:
+        self.event.synchronize()
+
+    def seconds_to(self, end: TorchEvent) -> float:
+        return self.event.elapsed_time(end.event) / 1000
 
 
 def reference_sgemm():
     """(name, fn(M, N, K) -> seconds a product) for cuBLAS through PyTorch or CuPy, or None."""
     try:
         import torch
+        if not torch.cuda.is_available():  # a CPU-only PyTorch: try CuPy
+            raise ImportError("PyTorch without CUDA")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
 
-        def run(M, N, K, repeats=10):
+        def run(M, N, K):
             a, b = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
-            torch.mm(a, b)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            times = []
-            for _ in range(repeats):
-                start.record()
-                torch.mm(a, b)
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end) / 1000)
-            return statistics.median(times)
+            c = torch.empty(M, N, device="cuda")
+            return timed(TorchEvent, lambda: torch.mm(a, b, out=c), launches=5)
         return f"cuBLAS via PyTorch {torch.__version__} (TF32 off)", run
     except ImportError:
         pass
     try:
         import cupy
 
-        def run(M, N, K, repeats=10):
+        class CupyEvent(TorchEvent):
+            def __init__(self):
+                self.event = cupy.cuda.Event()
+
+            def seconds_to(self, end) -> float:
+                return cupy.cuda.get_elapsed_time(self.event, end.event) / 1000
+
+        def run(M, N, K):
             a, b = cupy.random.standard_normal((M, K), np.float32), cupy.random.standard_normal((K, N), np.float32)
-            a @ b
-            times = []
-            for _ in range(repeats):
-                start, end = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record()
-                a @ b
-                end.record()
-                end.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, end) / 1000)
-            return statistics.median(times)
+            c = cupy.empty((M, N), np.float32)
+            return timed(CupyEvent, lambda: cupy.matmul(a, b, out=c), launches=5)
         return f"cuBLAS via CuPy {cupy.__version__}", run
     except ImportError:
         return None
 
 
-def reference_rows(host: np.ndarray) -> dict | None:
-    """Seconds PyTorch takes for the rows' sums and softmax of `host` on the GPU (median of 20), or None."""
+def reference_rows():
+    """{"sum_rows": fn(x) -> seconds, "softmax_rows": ...} for PyTorch's own kernels on a float32 (M, N) numpy x,
+    or None without a CUDA PyTorch."""
     try:
         import torch
     except ImportError:
         return None
-    x = torch.from_numpy(host).cuda()
-    found = {}
-    for name, fn in (("sum_rows", lambda: torch.sum(x, 1)), ("softmax_rows", lambda: torch.softmax(x, 1))):
-        fn()
-        times = []
-        for _ in range(20):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1000)
-        found[name] = statistics.median(times)
-    return found
+    if not torch.cuda.is_available():
+        return None
+
+    def run(op):
+        def seconds(x: np.ndarray) -> float:
+            t = torch.from_numpy(x).cuda()
+            return timed(TorchEvent, lambda: op(t), launches=20)
+        return seconds
+    return {"sum_rows": run(lambda t: torch.sum(t, dim=1)), "softmax_rows": run(lambda t: torch.softmax(t, dim=1)),
+            "version": torch.__version__}
 
 
-def measure(size: int) -> dict:
+def cuda_versions() -> dict:
+    """The CUDA driver's version and the CUDA toolkit's numba-cuda compiles with, as "major.minor"."""
+    from numba.cuda.cudadrv import driver, runtime
+    return {"driver": "{}.{}".format(*driver.get_version()), "cuda_toolkit": "{}.{}".format(*runtime.get_version())}
+
+
+def measure(size: int, small: int = 1024, rows_n: int = 16384) -> dict:
     os.environ.setdefault("TEENYGRAD_CUDA", "gpu")
-    import numba
-    from numba import cuda
+    import numba  # (not numba.cuda: teenygrad's device.py chooses the GPU or says what to do first)
 
     from teenygrad.kernels.cuda import LADDER, describe, reduce
+    from teenygrad.kernels.cuda.device import cuda
     dev = cuda.get_current_device()
     ref = reference_sgemm()
     record = {"recorded": datetime.date.today().isoformat(), "device": describe(),
               "compute_capability": ".".join(map(str, dev.compute_capability)),
-              "driver": cuda.cudadrv.driver.driver.get_version(), "cuda": cuda.runtime.get_version(),
-              "numba": numba.__version__,
+              **cuda_versions(), "numba": numba.__version__,
               "numba_cuda": _version("numba-cuda"), "numpy": np.__version__, "python": platform.python_version(),
               "reference": ref[0] if ref else None, "sgemm": {}, "reductions": {}, "launch_us": None}
     rng = np.random.default_rng(0)
-    for n in (1024, size):
+    for n in (small, size):
         a = cuda.to_device(rng.standard_normal((n, n), np.float32))
         b = cuda.to_device(rng.standard_normal((n, n), np.float32))
         out = cuda.device_array((n, n), np.float32)
@@ -243,7 +280,9 @@ def measure(size: int) -> dict:
         rows = {}
         check = a.copy_to_host().astype(np.float64)[:64] @ b.copy_to_host()
         for name, fn in LADDER:
-            seconds = timed(cuda, lambda: fn(a, b, out), 3 if name == "naive" else 10)
+            # a 4096^3 naive product takes ~0.1 s: one launch a batch is enough there
+            seconds = timed(NumbaEvent, lambda: fn(a, b, out), launches=1 if name == "naive" else 5,
+                            batches=3 if name == "naive" else 5)
             err = float(np.abs(out.copy_to_host()[:64] - check).max() / np.abs(check).max())
             rows[name] = {"gflops": flops / seconds / 1e9, "seconds": seconds, "relative_error": err}
         if ref:
@@ -255,25 +294,33 @@ def measure(size: int) -> dict:
         for name, row in rows.items():
             print(f"{n}^3 {name:<15} {row['gflops']:9.0f} GFLOP/s" + (f"  {row['of_cublas']:6.1%} of cuBLAS"
                                                                        if "of_cublas" in row else ""))
-    # 16384 x 16384 (1 GiB): a pass over it takes a few hundred microseconds, so the launch (tens of microseconds
-    # from Python, measured below) does not set the figure
-    rows_n = 16384
+    # rows_n x rows_n float32 (16384: 1 GiB): a pass over it takes ~0.2 ms at the H200's 4.8 TB/s, far more than a
+    # launch from Python (~30 us), so the launches queued by `timed` keep the GPU busy
     host = rng.standard_normal((rows_n, rows_n), np.float32)
     x = cuda.to_device(host)
     sums, soft = cuda.device_array(rows_n, np.float32), cuda.device_array((rows_n, rows_n), np.float32)
-    torch_rows = reference_rows(host)
+    torch_rows = reference_rows()
+    if torch_rows:
+        record["reductions_reference"] = f"PyTorch {torch_rows['version']}"
     # bytes each must move at least: sum_rows reads x once; softmax_rows reads it three times and writes it once
     for name, fn, out, passes in (("sum_rows", reduce.sum_rows, sums, 1),
                                   ("sum_rows_warp", reduce.sum_rows_warp, sums, 1),
                                   ("softmax_rows", reduce.softmax_rows, soft, 4)):
-        seconds = timed(cuda, lambda: fn(x, out), 20)
-        row = record["reductions"][name] = {"seconds": seconds, "gb_per_s": passes * 4 * rows_n ** 2 / seconds / 1e9}
-        torch_seconds = torch_rows[name.replace("_warp", "")] if torch_rows else None
-        if torch_seconds:
-            row["torch_seconds"] = torch_seconds
-            row["of_torch"] = torch_seconds / seconds  # > 1: faster than PyTorch's kernel
-        print(f"{name} {rows_n}x{rows_n}: {seconds * 1e6:.0f} us, {row['gb_per_s']:.0f} GB/s"
-              + (f", PyTorch {torch_seconds * 1e6:.0f} us" if torch_seconds else ""))
+        seconds = timed(NumbaEvent, lambda: fn(x, out), launches=20)
+        bytes_moved = passes * 4 * rows_n ** 2
+        got, head = out.copy_to_host()[:64], host[:64].astype(np.float64)
+        summed = name.startswith("sum_rows")
+        want = head.sum(1) if summed else np.exp(head - head.max(1, keepdims=True))
+        want = want if summed else want / want.sum(1, keepdims=True)
+        row = {"shape": [rows_n, rows_n], "seconds": seconds, "gb_per_s": bytes_moved / seconds / 1e9,
+               "max_error": float(np.abs(got - want).max())}  # the first 64 rows against numpy in float64
+        line = f"{name} {rows_n}x{rows_n}: {seconds * 1e6:.0f} us, {row['gb_per_s']:.0f} GB/s"
+        if torch_rows:
+            row["torch_seconds"] = torch_rows[name.removesuffix("_warp")](host)
+            row["of_torch"] = row["torch_seconds"] / seconds  # > 1: faster than PyTorch's kernel
+            line += f"; PyTorch {row['torch_seconds'] * 1e6:.0f} us ({row['of_torch']:.0%} of its speed)"
+        record["reductions"][name] = row
+        print(line)
 
     @cuda.jit
     def empty(x):

@@ -1,5 +1,5 @@
-"""Every benchmark script runs in its smallest form (`--quick`; compile.py's is `--smoke`) and prints its ratio line: nothing else runs them,
-and a renamed function or module would otherwise break one unseen. No timing is asserted, only that the figure
+"""Every benchmark script runs in its smallest form (`--quick`; compile.py's is `--smoke`, gpu.py's `--simulate`)
+and prints its ratio line: nothing else runs them, and a renamed function or module would otherwise break one unseen. No timing is asserted, only that the figure
 is printed. A comparison with something absent (PyTorch) must say it was skipped."""
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ RATIO = r"\d+\.\d\d"
 TORCH = rf"({RATIO}|skipped \(PyTorch is not installed\))"
 
 # script -> the lines its smallest run must print (regular expressions, searched in its output)
-SMALLEST = {"compile": "--smoke"}  # compile.py's --quick is the book's model for a few steps (a minute on 2 cores)
+SMALLEST = {"compile": "--smoke", "gpu": "--simulate"}  # gpu.py without a GPU: every kernel once in the simulator  # compile.py's --quick is the book's model for a few steps (a minute on 2 cores)
 LINES = {
     "compile": [rf"tiny: compiled teenygrad / eager teenygrad time per step: {RATIO}",
                 rf"tiny: compiled teenygrad / PyTorch eager time per step: {TORCH}"],
     "compiled_kernels": [rf"layer norm \(768,128\) .* ratio {RATIO}", rf"linear \+ bias \+ GELU .* ratio {RATIO}"],
     "gpt": [rf"teenygrad / PyTorch time per step: {TORCH}"],
+    "gpu": [r"sgemm blocked_2d .* max \|error\|", r"simulated: no figure is measured or recorded"],
     "grading_speed": [rf"check of 01-regression .*/ target \(20 s per notebook\): {RATIO}"],
     "matmul": [rf"default/numpy at 128 float32: {RATIO}", rf"teenygrad/numpy: {RATIO}"],
     "names_gpt": [r"teenygrad is \d+x faster per step"],

@@ -211,13 +211,6 @@ def test_asking_for_a_gpu_without_one_says_what_to_do():
     assert proc.returncode != 0 and "expected auto, sim or gpu" in proc.stderr
 
 
-def test_the_gpu_benchmark_runs_in_the_simulator():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--simulate"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "blocked_2d" in proc.stdout and "no figure is measured or recorded" in proc.stdout
-
-
 def test_the_kernels_compile_for_a_gpu_without_spilling():
     """What the simulator cannot check: each kernel compiles for an H100/H200 (numba's GPU compiler is stricter:
     e.g. a local array's shape must be a constant), no thread spills registers at the default tiles, and the
