@@ -5,6 +5,9 @@
     python benchmarks/gpu.py --size 2048   # the ladder at 2048^3 instead of 4096^3
     python benchmarks/gpu.py --simulate    # without a GPU: every kernel once on tiny shapes in numba-cuda's
                                            # simulator, values checked against numpy; prints, writes nothing
+    python benchmarks/gpu.py --ptx         # without a GPU, with `make gpu`'s CUDA libraries: compile every kernel
+                                           # for an H100/H200 (sm_90) and print what the compiler reports:
+                                           # registers a thread, spills, shared memory, vector loads
 
 The reference is cuBLAS's SGEMM through PyTorch (TF32 off, so both sides compute in float32) or CuPy, whichever is
 installed; neither is a dependency of teenygrad; sum_rows and softmax_rows are set beside PyTorch's own (on a 16384^2
@@ -22,6 +25,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +40,16 @@ def simulate() -> int:
     a, b = rng.standard_normal((10, 6), np.float32), rng.standard_normal((6, 9), np.float32)
     small = {"naive": {"block": 4}, "coalesced": {"block": 4}, "shared": {"tile": 4},
              "blocked_1d": {"BM": 8, "BN": 8, "BK": 4, "TM": 4},
-             "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 2, "TN": 2}}
+             "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 2, "TN": 2},
+             "vectorised": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 4},
+             "warptiled": {"BM": 16, "BN": 16, "BK": 4, "WM": 8, "WN": 16, "WNITER": 2, "TM": 1, "TN": 2},
+             "double_buffered": {"BM": 16, "BN": 16, "BK": 4, "WM": 8, "WN": 16, "WNITER": 2, "TM": 1, "TN": 2}}
     print(f"device: {describe()}")
     for name, fn in LADDER:
         out = np.zeros((10, 9), np.float32)
         fn(a, b, out, **small[name])
         err = float(np.abs(out - a @ b).max())
-        print(f"  sgemm {name:<11} 10x6 @ 6x9   max |error| {err:.1e}")
+        print(f"  sgemm {name:<15} 10x6 @ 6x9   max |error| {err:.1e}")
         if err > 1e-4:
             print(f"sgemm {name} gave wrong values", file=sys.stderr)
             return 1
@@ -58,6 +65,83 @@ def simulate() -> int:
         return 1
     print("simulated: no figure is measured or recorded (timings in the simulator mean nothing)")
     return 0
+
+
+def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
+    """Compile every kernel of teenygrad.kernels.cuda for compute capability `cc` (no GPU needed, only NVVM and
+    ptxas from the cu12 wheels) and print, per kernel, what decides its speed before it runs: registers a thread
+    (occupancy), bytes spilled to local memory (slow), shared memory a block, and how shared memory is loaded
+    (`ld.shared.v4.f32`: 4 floats an instruction). Returns 1 when a kernel does not compile or spills."""
+    import inspect
+    import re
+    import subprocess
+    import sysconfig
+    import types
+
+    from numba import cuda  # the GPU target (not the simulator): imported before teenygrad chooses
+    if cuda.config.ENABLE_CUDASIM:
+        print("--ptx needs numba's GPU target: unset NUMBA_ENABLE_CUDASIM", file=sys.stderr)
+        return 1
+    if not cuda.is_available():  # numba-cuda 0.30.4 asks the driver which GPU a device function is for
+        import numba.cuda.dispatcher
+        numba.cuda.dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
+    from teenygrad.kernels.cuda import elementwise, matmul, reduce
+
+    ptxas = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
+
+    def defaults(fn) -> dict:
+        return {k: p.default for k, p in inspect.signature(fn).parameters.items() if p.default is not p.empty}
+
+    mm = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
+    kernels = [("sgemm naive", matmul.naive_kernel, mm), ("sgemm coalesced", matmul.coalesced_kernel, mm),
+               ("sgemm shared", matmul.shared_kernel(defaults(matmul.sgemm_shared)["tile"]), mm),
+               ("sgemm blocked_1d", matmul.blocked_kernel(**defaults(matmul.sgemm_blocked_1d), TN=1), mm),
+               ("sgemm blocked_2d", matmul.blocked_kernel(**defaults(matmul.sgemm_blocked_2d)), mm),
+               ("sgemm vectorised", matmul.blocked_kernel(**defaults(matmul.sgemm_vectorised), vectorised=True), mm),
+               ("sgemm warptiled", matmul.warptiled_kernel(**defaults(matmul.sgemm_warptiled),
+                                                           double_buffered=False), mm),
+               ("sgemm double_buffered", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),
+                                                                 double_buffered=True), mm),
+               ("sum_rows", reduce.sum_rows_kernel, "void(float32[:, ::1], float32[::1])"),
+               ("sum_rows_warp", reduce.sum_rows_warp_kernel, "void(float32[:, ::1], float32[::1])"),
+               ("softmax_rows", reduce.softmax_rows_kernel, "void(float32[:, ::1], float32[:, ::1])"),
+               ("elementwise exp", elementwise.UNARY_KERNELS["exp"],
+                "void(int64[::1], float32[::1], int64[::1], int64, float32[::1])"),
+               ("elementwise add", elementwise.BINARY_KERNELS["add"],
+                "void(int64[::1], float32[::1], int64[::1], int64, float32[::1], int64[::1], int64, float32[::1])")]
+    try:
+        cuda.compile_ptx(lambda x: None, "void(float32[::1])", cc=cc)
+    except Exception as error:  # noqa: BLE001 - numba's error for missing NVVM/NVRTC varies by version
+        print(f"cannot compile for a GPU here ({str(error).splitlines()[0]}): `make gpu` installs the CUDA libraries",
+              file=sys.stderr)
+        return 2
+    print(f"compiled for sm_{cc[0]}{cc[1]} without running anything")
+    failed = 0
+    for name, kernel, signature in kernels:
+        try:
+            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
+        except Exception as error:  # noqa: BLE001 - reported, and the run fails
+            print(f"  {name:<22} does not compile: {str(error).splitlines()[0]}")
+            failed = 1
+            continue
+        vector, scalar = ptx.count("ld.shared.v4.f32"), ptx.count("ld.shared.f32")
+        line = f"  {name:<22} shared loads in the code: {vector} of 4 floats, {scalar} of 1"
+        if ptxas.exists():
+            with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+                f.write(ptx)
+                f.flush()
+                info = subprocess.run([str(ptxas), f"-arch=sm_{cc[0]}{cc[1]}", "-v", f.name, "-o", os.devnull],
+                                      capture_output=True, text=True).stderr
+            registers = re.search(r"Used (\d+) registers", info)
+            spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", info))
+            smem = re.search(r"(\d+) bytes smem", info)
+            line += (f"; {registers.group(1) if registers else '?'} registers a thread, {spilled} bytes spilled, "
+                     f"{smem.group(1) if smem else 0} bytes of shared memory")
+            failed |= spilled > 0
+        print(line)
+    if not ptxas.exists():
+        print(f"(no ptxas at {ptxas}: `make gpu` installs it; registers and spills not reported)")
+    return failed
 
 
 def timed(start_event, fn, launches: int, batches: int = 5) -> float:
@@ -208,7 +292,7 @@ def measure(size: int, small: int = 1024, rows_n: int = 16384) -> dict:
                 rows[name]["of_cublas"] = rows[name]["gflops"] / rows["cublas"]["gflops"]
         record["sgemm"][str(n)] = rows
         for name, row in rows.items():
-            print(f"{n}^3 {name:<11} {row['gflops']:9.0f} GFLOP/s" + (f"  {row['of_cublas']:6.1%} of cuBLAS"
+            print(f"{n}^3 {name:<15} {row['gflops']:9.0f} GFLOP/s" + (f"  {row['of_cublas']:6.1%} of cuBLAS"
                                                                        if "of_cublas" in row else ""))
     # rows_n x rows_n float32 (16384: 1 GiB): a pass over it takes ~0.2 ms at the H200's 4.8 TB/s, far more than a
     # launch from Python (~30 us), so the launches queued by `timed` keep the GPU busy
@@ -220,17 +304,19 @@ def measure(size: int, small: int = 1024, rows_n: int = 16384) -> dict:
         record["reductions_reference"] = f"PyTorch {torch_rows['version']}"
     # bytes each must move at least: sum_rows reads x once; softmax_rows reads it three times and writes it once
     for name, fn, out, passes in (("sum_rows", reduce.sum_rows, sums, 1),
+                                  ("sum_rows_warp", reduce.sum_rows_warp, sums, 1),
                                   ("softmax_rows", reduce.softmax_rows, soft, 4)):
         seconds = timed(NumbaEvent, lambda: fn(x, out), launches=20)
         bytes_moved = passes * 4 * rows_n ** 2
         got, head = out.copy_to_host()[:64], host[:64].astype(np.float64)
-        want = head.sum(1) if name == "sum_rows" else np.exp(head - head.max(1, keepdims=True))
-        want = want if name == "sum_rows" else want / want.sum(1, keepdims=True)
+        summed = name.startswith("sum_rows")
+        want = head.sum(1) if summed else np.exp(head - head.max(1, keepdims=True))
+        want = want if summed else want / want.sum(1, keepdims=True)
         row = {"shape": [rows_n, rows_n], "seconds": seconds, "gb_per_s": bytes_moved / seconds / 1e9,
                "max_error": float(np.abs(got - want).max())}  # the first 64 rows against numpy in float64
         line = f"{name} {rows_n}x{rows_n}: {seconds * 1e6:.0f} us, {row['gb_per_s']:.0f} GB/s"
         if torch_rows:
-            row["torch_seconds"] = torch_rows[name](host)
+            row["torch_seconds"] = torch_rows[name.removesuffix("_warp")](host)
             row["of_torch"] = row["torch_seconds"] / seconds  # > 1: faster than PyTorch's kernel
             line += f"; PyTorch {row['torch_seconds'] * 1e6:.0f} us ({row['of_torch']:.0%} of its speed)"
         record["reductions"][name] = row
@@ -265,11 +351,14 @@ def _version(dist: str) -> str | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulate", action="store_true", help="no GPU: run every kernel once in the simulator")
+    parser.add_argument("--ptx", action="store_true", help="no GPU: compile every kernel for sm_90 and report")
     parser.add_argument("--size", type=int, default=4096, help="the ladder's large size (default 4096)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go (default %(default)s)")
     args = parser.parse_args()
     if args.simulate:
         return simulate()
+    if args.ptx:
+        return ptx_report()
     record = measure(args.size)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -39,8 +39,10 @@ from conftest import REPO
 # exercise 9's model functions and GELU's kernels as pieces, exercise 10's IR refusing float-only ops on integers:
 # 8,013. Then +339 for chapter 11's GPU kernels (issue 36: teenygrad/kernels/cuda, a new part of the package: the
 # device choice, launch configurations, elementwise kernels on strided views, reductions and the softmax, the
-# SGEMM ladder, the traffic counter, the recorded results): 8,352.
-MAX_PACKAGE_LINES = 8450  # 8,352 code lines, + ~1.2% headroom
+# SGEMM ladder, the traffic counter, the recorded results): 8,352. Then +175 for the ladder's rungs beyond 2-D blocking
+# (issue 36: vectorised shared-memory loads as a flag of the blocked kernel, warp tiling and double buffering from
+# one kernel factory) and the warp-shuffle row sum (GPU only, sum_rows its twin): 8,527.
+MAX_PACKAGE_LINES = 8600  # 8,527 code lines, + ~0.9% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 # statements and their code lines: the test below checks code_lines on crafted sources made of them

@@ -13,6 +13,8 @@ import math
 import os
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +31,12 @@ from teenygrad.kernels.cuda.traffic import Counted
 
 rng = np.random.default_rng(int(sys.argv[1]))
 SMALL = {"naive": {"block": 4}, "coalesced": {"block": 4}, "shared": {"tile": 4},
-         "blocked_1d": {"BM": 8, "BN": 4, "BK": 3, "TM": 4}, "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 2}}
+         "blocked_1d": {"BM": 8, "BN": 4, "BK": 3, "TM": 4}, "blocked_2d": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 2},
+         "vectorised": {"BM": 8, "BN": 8, "BK": 4, "TM": 4, "TN": 2},
+         # two warps across, each thread 2 sub-tiles down (WMITER = 2) of 2 x 2 outputs
+         "warptiled": {"BM": 16, "BN": 32, "BK": 4, "WM": 16, "WN": 16, "WNITER": 1, "TM": 2, "TN": 2},
+         # one warp, each thread 2 sub-tiles across (WNITER = 2) of 4 x 4 outputs: offsets written as 4 * (o // 4)
+         "double_buffered": {"BM": 32, "BN": 32, "BK": 3, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4}}
 report = {"simulated": gpu.SIMULATED, "device": gpu.describe(), "sgemm": [], "traffic": {}, "rows": [], "ew": []}
 shapes = [(1, 1, 1), (1, 5, 3), (6, 1, 4), (5, 4, 1)] + [tuple(int(s) for s in rng.integers(2, 14, 3)) for _ in range(3)]
 for M, K, N in shapes:
@@ -73,6 +80,11 @@ try:
 except KeyError:
     pass
 report["seam"] = [calls, gpu.KERNELS["add"] is elementwise.BINARY["add"]]
+try:  # the warp-shuffle sum needs a GPU; in the simulator it names its twin
+    reduce.sum_rows_warp(np.ones((2, 64), np.float32), np.zeros(2, np.float32))
+    report["warp_sum"] = "ran"
+except RuntimeError as error:
+    report["warp_sum"] = str(error)
 report["configs"] = [[list(s), t, *launch.launch_config(tuple(s), t)] for s, t in
                      [((0,), 256), ((1,), 1), ((70000,), 256), ((5, 3), 64), ((1000, 1000), 1024), ((2, 3, 4), 32),
                       ((70000, 2), 128), ((3, 70000, 1), 512)]]
@@ -94,7 +106,8 @@ def test_the_kernels_ran_in_the_simulator(simulated):
 
 def test_every_rung_of_the_ladder_is_numpys_product_on_any_shape(simulated):
     rungs = {name for name, _, _ in simulated["sgemm"]}
-    assert rungs == {"naive", "coalesced", "shared", "blocked_1d", "blocked_2d"}
+    assert rungs == {"naive", "coalesced", "shared", "blocked_1d", "blocked_2d", "vectorised", "warptiled",
+                     "double_buffered"}
     for name, (M, K, N), err in simulated["sgemm"]:
         assert err is not None, f"{name} left outputs of a {M}x{K} @ {K}x{N} product unwritten"
         assert err <= 1e-5 * max(1, math.sqrt(K)), (name, (M, K, N), err)
@@ -105,7 +118,9 @@ def test_the_loads_each_rung_makes(simulated):
     out an element is used by; every output is stored once and never loaded."""
     M, N = 9, 11
     tiles = {"naive": (N, M), "coalesced": (N, M), "shared": (math.ceil(N / 4), math.ceil(M / 4)),
-             "blocked_1d": (math.ceil(N / 4), math.ceil(M / 8)), "blocked_2d": (math.ceil(N / 8), math.ceil(M / 8))}
+             "blocked_1d": (math.ceil(N / 4), math.ceil(M / 8)), "blocked_2d": (math.ceil(N / 8), math.ceil(M / 8)),
+             "vectorised": (math.ceil(N / 8), math.ceil(M / 8)), "warptiled": (math.ceil(N / 32), math.ceil(M / 16)),
+             "double_buffered": (math.ceil(N / 32), math.ceil(M / 32))}
     for name, (per_a, per_b) in tiles.items():
         t = simulated["traffic"][name]
         assert t["ok"], name
@@ -135,6 +150,28 @@ def test_elementwise_reads_strided_broadcast_views(simulated):
         else:  # base[1::2] read as a (2, 3) array with strides (6, 2)
             want = ops[name](np.lib.stride_tricks.as_strided(base[1:], (2, 3), (24, 8)))
         np.testing.assert_allclose(out, want.ravel(), rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_the_warp_shuffle_sum_names_its_twin_in_the_simulator(simulated):
+    assert "needs a GPU" in simulated["warp_sum"] and "sum_rows" in simulated["warp_sum"]
+
+
+def test_the_warp_shuffle_sum_on_a_gpu():
+    if not os.path.exists("/dev/nvidiactl"):
+        pytest.skip("no GPU: warp shuffles do not run in the simulator (sum_rows, its twin, is tested there)")
+    code = """
+import numpy as np
+from teenygrad.kernels.cuda import reduce
+rng = np.random.default_rng(0)
+for rows, cols, threads in [(1, 1, 32), (3, 37, 64), (5, 1000, 256), (2, 5000, 1024)]:
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = np.zeros(rows, np.float32)
+    reduce.sum_rows_warp(x, out, threads=threads)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+    proc = run(code, TEENYGRAD_CUDA="gpu")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 def test_the_seam_swaps_a_kernel_and_puts_it_back(simulated):
@@ -172,6 +209,23 @@ def test_asking_for_a_gpu_without_one_says_what_to_do():
     assert "TEENYGRAD_CUDA=gpu" in last and "simulator" in last, last
     proc = run("import teenygrad.kernels.cuda", TEENYGRAD_CUDA="cpu")
     assert proc.returncode != 0 and "expected auto, sim or gpu" in proc.stderr
+
+
+def test_the_kernels_compile_for_a_gpu_without_spilling():
+    """What the simulator cannot check: each kernel compiles for an H100/H200 (numba's GPU compiler is stricter:
+    e.g. a local array's shape must be a constant), no thread spills registers at the default tiles, and the
+    vectorised rungs load shared memory 4 floats at a time. Needs `make gpu`'s CUDA libraries, not a GPU."""
+    ptxas = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("the CUDA libraries are not installed (make gpu)")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--ptx"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    lines = {line.strip().split("  ")[0]: line for line in proc.stdout.splitlines() if "registers a thread" in line}
+    assert len(lines) == 13 and all(" 0 bytes spilled" in line for line in lines.values()), proc.stdout
+    for rung in ("vectorised", "warptiled", "double_buffered"):
+        assert ", 0 of 1;" in lines[f"sgemm {rung}"] and " 0 of 4 floats" not in lines[f"sgemm {rung}"], proc.stdout
 
 
 # --- the chapter's figures, from the book build ------------------------------------------------------------------

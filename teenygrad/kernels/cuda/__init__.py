@@ -10,8 +10,10 @@ device arrays (`cuda.to_device`) or numpy arrays (copied to the device and back 
 slow for real work), float32 unless said otherwise, and the launcher never allocates its output.
     elementwise (elementwise.py): unary fn(shape, x, x_strides, x_offset, out),
         binary fn(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
-    reductions (reduce.py): sum_rows(x, out) and softmax_rows(x, out) over the rows of a contiguous (M, N) x
-    matmul (matmul.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N); `LADDER` holds every rung
+    reductions (reduce.py): sum_rows(x, out) and softmax_rows(x, out) over the rows of a contiguous (M, N) x;
+        sum_rows_warp(x, out) the same sum with warp shuffles, on a GPU only (sum_rows is its twin in the simulator)
+    matmul (matmul.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N); `LADDER` holds every rung, from
+        naive to double-buffered warp tiles, each a launcher fn(a, b, out, **tile sizes)
     launch configuration (launch.py): launch_config(shape, threads) -> (grid, block)
 `KERNELS` is the table by op name, and `use(name=fn)` swaps one in for a `with` block, as `teenygrad.kernels.use`
 does for the CPU's.

@@ -28,9 +28,14 @@ def _choose() -> bool:
     return simulate
 
 
-SIMULATED = _choose()
+_choose()
 
 from numba import cuda  # noqa: E402 - after the choice above
+from numba.core import config  # noqa: E402
+
+# what numba.cuda is, simulator or GPU target: the choice above, unless numba.cuda was imported before it (as
+# benchmarks/gpu.py --ptx does, to compile for a GPU on a machine without one)
+SIMULATED = bool(config.ENABLE_CUDASIM)
 
 
 def describe() -> str:

@@ -1,4 +1,4 @@
-"""The SGEMM ladder (chapter 11): float32 out = a @ b on the GPU, one kernel a rung, each faster than the last.
+"""The SGEMM ladder (chapter 11): float32 out = a @ b on the GPU, one kernel a rung, each meant to beat the last.
 
 Every rung computes out = a @ b for a: (M, K), b: (K, N), out: (M, N), any sizes >= 1 (edges are bounds-checked:
 a load past an edge reads 0 and never touches memory, a store past an edge is skipped). What changes from rung to
@@ -14,8 +14,17 @@ rung is how often each element of a and b is loaded from global memory, and how 
   memory TM times (from registers): fewer shared-memory loads per FLOP, more work per thread.
 - `sgemm_blocked_2d`: each thread computes a TM x TN block of outputs from TM values of a and TN of b held in
   registers: TM * TN multiply-adds for TM + TN shared-memory loads.
-`LADDER` lists them in order; `matmul` is the best rung. Tile sizes are arguments (fixed when a kernel compiles,
-so each size is its own kernel, cached): the simulator's tests use small ones, a GPU the defaults.
+- `sgemm_vectorised`: the same with a's tile transposed in shared memory, so a thread's TM values of a are
+  neighbours, as its TN values of b are, and loaded 4 at a time (16-byte vector loads: a quarter of the
+  instructions; see ALIGN for what numba needs to emit them).
+- `sgemm_warptiled`: a level between block and thread: each warp computes a compact part of the block's tile, so
+  the 32 threads that run together read few distinct shared-memory values; 8 x 8 outputs a thread.
+- `sgemm_double_buffered`: the warp-tiled kernel with two copies of the shared tiles: the next step's global loads
+  are in flight while the block computes on this step's, and one `syncthreads` a step instead of two.
+`LADDER` lists them in order; `matmul` is the top rung. The order is siboehm's CUDA C worklog's; whether each rung
+is faster than the one before in numba-cuda only a GPU can say (benchmarks/gpu.py measures it). Tile sizes are
+arguments (fixed when a kernel compiles, so each size is its own kernel, cached): the simulator's tests use small
+ones, a GPU the defaults.
 """
 from __future__ import annotations
 
@@ -25,7 +34,14 @@ from typing import Callable
 import numpy as np
 
 from teenygrad.edition import exercise
-from teenygrad.kernels.cuda.device import cuda
+from teenygrad.kernels.cuda.device import SIMULATED, cuda
+
+# Vector loads from shared memory (`ld.shared.v4.f32`: 4 floats, 16 bytes, one instruction) need two things the
+# compiler can see: the shared array is 16-byte aligned, and the index is a multiple of 4 floats. numba gives both
+# only if asked: `alignment=16` (which the simulator refuses, hence None there), and UNSIGNED indices (a signed one
+# gets numba's negative-index wrap-around, `i < 0 ? i + n : i`, which hides that it is a multiple of 4). Checked in
+# the PTX numba-cuda 0.30.4 emits for sm_90: with either missing, 4 floats take four `ld.shared.f32`.
+ALIGN = None if SIMULATED else 16
 
 
 @exercise("11-gpu-kernels", "tiled", kernel=True)
@@ -109,19 +125,43 @@ def sgemm_coalesced(a, b, out, block: int = 16) -> None:
 
 
 @functools.cache
-def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
+def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, vectorised: bool = False) -> Callable:
     """A block computes a BM x BN tile of out with (BM / TM) * (BN / TN) threads, each a TM x TN block of it.
 
     Per step of BK along K the block stages a's BM x BK tile and b's BK x BN tile in shared memory (every thread
     loading its share, neighbouring threads neighbouring elements), then each thread, for each k, reads TM values
-    of a's tile and TN of b's into registers and does TM * TN multiply-adds with them. TN = 1 is the 1-D form."""
+    of a's tile and TN of b's into registers and does TM * TN multiply-adds with them. TN = 1 is the 1-D form.
+
+    `vectorised`: a's tile is stored TRANSPOSED (BK x BM), so for each k a thread's TM values of a are neighbours,
+    as its TN values of b already are, and both are read with unsigned indices from 16-byte aligned tiles: the
+    compiler then loads them 4 at a time (see ALIGN), a quarter of the load instructions. The price is paid once a
+    tile, when it is stored: neighbouring threads, reading along a row of a (coalesced), write down a column of
+    the shared tile, several of them into one memory bank."""
     threads = (BM // TM) * (BN // TN)
     across = BN // TN  # threads along a row of the tile
+    # (decided here: a shared array's shape and alignment must be constants when the kernel compiles)
+    a_tile, align = ((BK, BM), ALIGN) if vectorised else ((BM, BK), None)
+    if vectorised:  # where a's (r, k) and b's (k, c) are in their shared tiles
+        @cuda.jit(device=True)
+        def a_at(r, k):
+            return np.uint64(k), np.uint64(r)
+
+        @cuda.jit(device=True)
+        def b_at(k, c):
+            return np.uint64(k), np.uint64(c)
+    else:
+        @cuda.jit(device=True)
+        def a_at(r, k):
+            return r, k
+
+        @cuda.jit(device=True)
+        def b_at(k, c):
+            return k, c
 
     @cuda.jit
     def kernel(a, b, out):
-        sa = cuda.shared.array((BM, BK), dtype=np.float32)
-        sb = cuda.shared.array((BK, BN), dtype=np.float32)
+        sa = cuda.shared.array(a_tile, dtype=np.float32, alignment=align)
+        sb = cuda.shared.array((BK, BN), dtype=np.float32, alignment=align)
         acc = cuda.local.array((TM, TN), dtype=np.float32)  # registers: the thread's outputs
         ra = cuda.local.array(TM, dtype=np.float32)
         rb = cuda.local.array(TN, dtype=np.float32)
@@ -136,16 +176,16 @@ def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
         for k0 in range(0, K, BK):
             for e in range(tid, BM * BK, threads):  # a's tile: neighbouring threads read along a row of a
                 r, c = e // BK, e % BK
-                sa[r, c] = a[row0 + r, k0 + c] if row0 + r < M and k0 + c < K else np.float32(0.0)
+                sa[a_at(r, c)] = a[row0 + r, k0 + c] if row0 + r < M and k0 + c < K else np.float32(0.0)
             for e in range(tid, BK * BN, threads):  # b's tile: neighbouring threads read neighbouring columns
                 r, c = e // BN, e % BN
                 sb[r, c] = b[k0 + r, col0 + c] if k0 + r < K and col0 + c < N else np.float32(0.0)
             cuda.syncthreads()  # the tiles are complete before anyone reads them
             for k in range(BK):
                 for i in range(TM):
-                    ra[i] = sa[trow * TM + i, k]
+                    ra[i] = sa[a_at(trow * TM + i, k)]
                 for j in range(TN):
-                    rb[j] = sb[k, tcol * TN + j]
+                    rb[j] = sb[b_at(k, tcol * TN + j)]
                 for i in range(TM):
                     for j in range(TN):
                         acc[i, j] += ra[i] * rb[j]
@@ -158,14 +198,20 @@ def blocked_kernel(BM: int, BN: int, BK: int, TM: int, TN: int) -> Callable:
     return kernel
 
 
-def _blocked(a, b, out, BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
+def _threads(BM: int, BN: int, TM: int, TN: int) -> int:
+    """Threads a block of a register-blocked kernel, after checking that its tile splits into TM x TN blocks."""
     if BM % TM or BN % TN:
         raise ValueError(f"a {BM} x {BN} tile does not split into {TM} x {TN} blocks of outputs")
     threads = (BM // TM) * (BN // TN)
     if threads > 1024:
         raise ValueError(f"{threads} threads a block: at most 1024 (make TM or TN larger, or the tile smaller)")
+    return threads
+
+
+def _blocked(a, b, out, BM: int, BN: int, BK: int, TM: int, TN: int, vectorised: bool = False) -> None:
+    threads = _threads(BM, BN, TM, TN)
     M, N = out.shape
-    blocked_kernel(BM, BN, BK, TM, TN)[_grid(M, N, BM, BN), threads](a, b, out)
+    blocked_kernel(BM, BN, BK, TM, TN, vectorised)[_grid(M, N, BM, BN), threads](a, b, out)
 
 
 def sgemm_blocked_1d(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 8) -> None:
@@ -178,12 +224,183 @@ def sgemm_blocked_2d(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int
     _blocked(a, b, out, BM, BN, BK, TM, TN)
 
 
+def sgemm_vectorised(a, b, out, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4) -> None:
+    """out = a @ b, as `sgemm_blocked_2d` but with a's tile transposed in shared memory and vector loads from it."""
+    _blocked(a, b, out, BM, BN, BK, TM, TN, vectorised=True)
+
+
+WARP = 32  # threads a warp: the hardware's, on every NVIDIA GPU
+
+
+def _warp_shape(BM: int, BN: int, WM: int, WN: int, WNITER: int, TM: int, TN: int) -> tuple[int, int]:
+    """(WMITER, threads a block) of a warp-tiled kernel, after checking that its tiles fit together."""
+    if BM % WM or BN % WN:
+        raise ValueError(f"a {BM} x {BN} block tile does not split into {WM} x {WN} warp tiles")
+    per_warp = WARP * TM * TN * WNITER  # outputs a warp computes in one sub-tile step along its rows
+    if (WM * WN) % per_warp or WN % (WNITER * TN):
+        raise ValueError(f"a {WM} x {WN} warp tile does not split among {WARP} threads of {TM} x {TN} outputs "
+                         f"in {WNITER} steps along its columns")
+    WMITER = WM * WN // per_warp
+    if WM % (WMITER * TM):
+        raise ValueError(f"a {WM} x {WN} warp tile's sub-tiles do not hold {WARP} threads of {TM} x {TN} outputs")
+    threads = (BM // WM) * (BN // WN) * WARP
+    if threads > 1024:
+        raise ValueError(f"{threads} threads a block: at most 1024 (make the warp tiles larger)")
+    return WMITER, threads
+
+
+@functools.cache
+def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, TM: int, TN: int,
+                     double_buffered: bool) -> Callable:
+    """A block computes a BM x BN tile of out; each of its warps a WM x WN part of it (the warp tile); each thread
+    of a warp WMITER x WNITER blocks of TM x TN outputs, one in each WSUBM x WSUBN sub-tile of the warp tile.
+
+    Why a level between the block and the thread: the 32 threads of a warp run each instruction together. When a
+    warp's outputs form one compact sub-tile, for each k its threads read only WSUBM values of a's tile and WSUBN
+    of b's, each shared by several of them (a broadcast), so shared memory serves the warp in few transactions;
+    and a thread holding RM = WMITER * TM values of a and RN = WNITER * TN of b in registers does RM * RN
+    multiply-adds with them (64 for 16 loads at the defaults). a's tile is transposed in shared memory (see
+    `blocked_kernel`'s `vectorised`).
+
+    `double_buffered`: two copies of each shared tile. While the block computes on one copy, every thread has
+    already issued the global loads of the next step's tiles (into registers, `pa` and `pb`), so their latency
+    (hundreds of cycles) hides behind the arithmetic; after the arithmetic the registers go into the other copy,
+    and one `syncthreads` a step (instead of two) separates the steps: the copy written in step s was last read in
+    step s - 1, which every thread finished before that step's `syncthreads`."""
+    WMITER, threads = _warp_shape(BM, BN, WM, WN, WNITER, TM, TN)
+    WSUBM, WSUBN = WM // WMITER, WN // WNITER
+    sub_across = WSUBN // TN  # threads along a row of a sub-tile
+    warps_across = BN // WN
+    buffers = 2 if double_buffered else 1
+    LA, LB = -(-BM * BK // threads), -(-BK * BN // threads)  # tile elements each thread loads
+    # a thread's outputs: RM x RN (computed here: a local array's shape must be a constant when the kernel
+    # compiles, and an expression inside the kernel is not one; the simulator does not notice, the GPU's compiler does)
+    RM, RN = WMITER * TM, WNITER * TN
+    # When every term of a thread's offset into a tile is a multiple of 4, writing the offset as 4 * (offset // 4)
+    # (the same number) shows the compiler it is one, and it loads the thread's values 4 at a time (see ALIGN):
+    # without it, PTX showed some of them loaded one by one
+    QA = 4 if WM % 4 == 0 and WSUBM % 4 == 0 and TM % 4 == 0 else 1
+    QB = 4 if WN % 4 == 0 and WSUBN % 4 == 0 and TN % 4 == 0 else 1
+
+    @cuda.jit(device=True)
+    def load_tiles(a, b, pa, pb, k0, row0, col0, tid):
+        """This thread's share of a's BM x BK and b's BK x BN tiles at k0, into registers (0 past an edge)."""
+        M, K = a.shape
+        N = b.shape[1]
+        for n in range(LA):
+            e = tid + n * threads  # neighbouring threads, neighbouring elements of a row of a: coalesced
+            r, c = e // BK, e % BK
+            pa[n] = a[row0 + r, k0 + c] if e < BM * BK and row0 + r < M and k0 + c < K else np.float32(0.0)
+        for n in range(LB):
+            e = tid + n * threads
+            r, c = e // BN, e % BN
+            pb[n] = b[k0 + r, col0 + c] if e < BK * BN and k0 + r < K and col0 + c < N else np.float32(0.0)
+
+    @cuda.jit(device=True)
+    def store_tiles(sa, sb, buf, pa, pb, tid):
+        """The registers `load_tiles` filled, into shared copy `buf` of the tiles (a's transposed)."""
+        for n in range(LA):
+            e = tid + n * threads
+            if e < BM * BK:
+                sa[buf, e % BK, e // BK] = pa[n]
+        for n in range(LB):
+            e = tid + n * threads
+            if e < BK * BN:
+                sb[buf, e // BN, e % BN] = pb[n]
+
+    @cuda.jit(device=True)
+    def multiply_tiles(sa, sb, buf, ra, rb, acc, wrow, wcol, trow, tcol):
+        """acc += this thread's part of (a's tile) @ (b's tile), from shared copy `buf`."""
+        for k in range(BK):
+            for wm in range(WMITER):
+                row = np.uint64(QA) * np.uint64((wrow * WM + wm * WSUBM + trow * TM) // QA)  # the same number (see QA)
+                for i in range(TM):  # unsigned indices: vector loads (see ALIGN)
+                    ra[wm * TM + i] = sa[np.uint64(buf), np.uint64(k), row + np.uint64(i)]
+            for wn in range(WNITER):
+                col = np.uint64(QB) * np.uint64((wcol * WN + wn * WSUBN + tcol * TN) // QB)
+                for j in range(TN):
+                    rb[wn * TN + j] = sb[np.uint64(buf), np.uint64(k), col + np.uint64(j)]
+            for i in range(RM):  # RM * RN multiply-adds for RM + RN loads from shared memory
+                for j in range(RN):
+                    acc[i, j] += ra[i] * rb[j]
+
+    @cuda.jit
+    def kernel(a, b, out):
+        sa = cuda.shared.array((buffers, BK, BM), dtype=np.float32, alignment=ALIGN)
+        sb = cuda.shared.array((buffers, BK, BN), dtype=np.float32, alignment=ALIGN)
+        pa = cuda.local.array(LA, dtype=np.float32)  # tile elements on their way to shared memory
+        pb = cuda.local.array(LB, dtype=np.float32)
+        acc = cuda.local.array((RM, RN), dtype=np.float32)  # this thread's outputs, in registers
+        ra = cuda.local.array(RM, dtype=np.float32)
+        rb = cuda.local.array(RN, dtype=np.float32)
+        tid = cuda.threadIdx.x
+        warp, lane = tid // WARP, tid % WARP
+        wrow, wcol = warp // warps_across, warp % warps_across  # the warp's tile, in the block's
+        trow, tcol = lane // sub_across, lane % sub_across  # the thread's TM x TN block, in each sub-tile
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        for i in range(RM):
+            for j in range(RN):
+                acc[i, j] = np.float32(0.0)
+        steps = (a.shape[1] + BK - 1) // BK
+        if double_buffered:  # (fixed when the kernel compiles: every thread takes the same branch)
+            load_tiles(a, b, pa, pb, 0, row0, col0, tid)
+            store_tiles(sa, sb, 0, pa, pb, tid)
+            cuda.syncthreads()
+            for step in range(steps):
+                cur = step % 2
+                if step + 1 < steps:  # issue the next tiles' loads; their latency hides behind the arithmetic
+                    load_tiles(a, b, pa, pb, (step + 1) * BK, row0, col0, tid)
+                multiply_tiles(sa, sb, cur, ra, rb, acc, wrow, wcol, trow, tcol)
+                if step + 1 < steps:  # into the other copy: its last readers finished before the last syncthreads
+                    store_tiles(sa, sb, 1 - cur, pa, pb, tid)
+                cuda.syncthreads()  # (the same `steps` for every thread: all of them reach it, every step)
+        else:
+            for step in range(steps):
+                load_tiles(a, b, pa, pb, step * BK, row0, col0, tid)
+                store_tiles(sa, sb, 0, pa, pb, tid)
+                cuda.syncthreads()  # the tiles are complete before anyone reads them
+                multiply_tiles(sa, sb, 0, ra, rb, acc, wrow, wcol, trow, tcol)
+                cuda.syncthreads()  # everyone is done with them before the next step overwrites them
+        M, N = out.shape
+        for wm in range(WMITER):
+            for i in range(TM):
+                r = row0 + wrow * WM + wm * WSUBM + trow * TM + i
+                for wn in range(WNITER):
+                    for j in range(TN):
+                        c = col0 + wcol * WN + wn * WSUBN + tcol * TN + j
+                        if r < M and c < N:
+                            out[r, c] = acc[wm * TM + i, wn * TN + j]
+    return kernel
+
+
+def sgemm_warptiled(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN: int = 32,
+                    WNITER: int = 2, TM: int = 8, TN: int = 4) -> None:
+    """out = a @ b, each warp a WM x WN part of a block's BM x BN tile ((BM / WM) * (BN / WN) warps a block: 256
+    threads at the defaults), each thread RM x RN = (WMITER * TM) x (WNITER * TN) outputs (8 x 8)."""
+    _warptiled(a, b, out, BM, BN, BK, WM, WN, WNITER, TM, TN, False)
+
+
+def sgemm_double_buffered(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN: int = 32,
+                          WNITER: int = 2, TM: int = 8, TN: int = 4) -> None:
+    """out = a @ b, `sgemm_warptiled` with the next step's tiles loaded while the block computes on this step's."""
+    _warptiled(a, b, out, BM, BN, BK, WM, WN, WNITER, TM, TN, True)
+
+
+def _warptiled(a, b, out, BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, TM: int, TN: int,
+               double_buffered: bool) -> None:
+    _, threads = _warp_shape(BM, BN, WM, WN, WNITER, TM, TN)
+    M, N = out.shape
+    kernel = warptiled_kernel(BM, BN, BK, WM, WN, WNITER, TM, TN, double_buffered)
+    kernel[_grid(M, N, BM, BN), threads](a, b, out)
+
+
 LADDER: list[tuple[str, Callable]] = [
     ("naive", sgemm_naive), ("coalesced", sgemm_coalesced), ("shared", sgemm_shared),
-    ("blocked_1d", sgemm_blocked_1d), ("blocked_2d", sgemm_blocked_2d),
+    ("blocked_1d", sgemm_blocked_1d), ("blocked_2d", sgemm_blocked_2d), ("vectorised", sgemm_vectorised),
+    ("warptiled", sgemm_warptiled), ("double_buffered", sgemm_double_buffered),
 ]
 
 
 def matmul(a, b, out) -> None:
     """out = a @ b on the ladder's top rung (the CPU kernels' convention: (M, K) @ (K, N) into (M, N))."""
-    sgemm_blocked_2d(a, b, out)
+    sgemm_double_buffered(a, b, out)

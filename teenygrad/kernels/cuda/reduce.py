@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from teenygrad.edition import exercise
-from teenygrad.kernels.cuda.device import cuda
+from teenygrad.kernels.cuda.device import SIMULATED, cuda
 
 MAX_THREADS = 1024
 
@@ -41,6 +41,49 @@ def sum_rows(x, out, threads: int = 256) -> None:
     if threads < 1 or threads > MAX_THREADS or threads & (threads - 1):
         raise ValueError(f"threads={threads}: a power of two from 1 to {MAX_THREADS}")
     sum_rows_kernel[x.shape[0], threads](x, out)
+
+
+WARP = 32
+
+
+@cuda.jit(device=True)
+def warp_sum(value):
+    """The sum of `value` over the 32 threads of a warp, in lane 0: each step, a lane adds the value of the lane
+    `offset` above it, read straight from that lane's register (a shuffle): log2(32) = 5 steps, no shared memory,
+    no syncthreads (a warp's lanes run each instruction together). Every lane of the warp must call it."""
+    offset = WARP // 2
+    while offset > 0:
+        value += cuda.shfl_down_sync(0xFFFFFFFF, value, offset)
+        offset //= 2
+    return value
+
+
+@cuda.jit
+def sum_rows_warp_kernel(x, out):
+    part = cuda.shared.array(WARP, dtype=np.float32)  # one sum a warp: at most 1024 / 32 warps a block
+    row, t, threads = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x
+    total = np.float32(0.0)
+    for j in range(t, x.shape[1], threads):
+        total += x[row, j]
+    total = warp_sum(total)
+    if t % WARP == 0:
+        part[t // WARP] = total
+    cuda.syncthreads()
+    if t < WARP:  # the whole first warp (every lane takes this branch together): it adds the warps' sums
+        total = warp_sum(part[t] if t < threads // WARP else np.float32(0.0))
+        if t == 0:
+            out[row] = total
+
+
+def sum_rows_warp(x, out, threads: int = 256) -> None:
+    """`sum_rows` with warp shuffles instead of a shared-memory tree: log2(32) shuffle steps in each warp, then one
+    warp adds the warps' sums; one syncthreads instead of log2(threads). `threads` is a multiple of 32. Only on a
+    GPU: numba-cuda's simulator has no shuffles (`sum_rows` is its twin there)."""
+    if SIMULATED:
+        raise RuntimeError("sum_rows_warp needs a GPU (warp shuffles, which the simulator lacks): use sum_rows")
+    if threads < WARP or threads > MAX_THREADS or threads % WARP:
+        raise ValueError(f"threads={threads}: a multiple of {WARP} from {WARP} to {MAX_THREADS}")
+    sum_rows_warp_kernel[x.shape[0], threads](x, out)
 
 
 @exercise("11-gpu-kernels", "softmax", kernel=True)
