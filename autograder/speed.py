@@ -15,7 +15,7 @@ reports prove nothing. Instead, after the notebook has run, the grader times the
 4. The fastest call counts, drawn from at least a second of calls: on a grading machine busy with other
    notebooks, a few milliseconds of calls may all be slowed. A learner's kernel that has not shown the speedup
    by then is timed for a few seconds more, and then, if it came within half of the speedup, reference first,
-   once more, before it fails.
+   up to three times more, before it fails.
 
 Pipe transfer is part of every call, the reference's too, which only makes the measured speedup smaller.
 """
@@ -37,6 +37,7 @@ import numpy as np
 from autograder import sandbox
 
 LOAD_SECONDS = 120  # starting Python, importing teenygrad, compiling the kernel
+NEAR_MISS_TRIES = 3  # a near miss (within half of the speedup) is timed again, reference first, up to this often
 PIPE_BYTES = 2**20  # Linux's default /proc/sys/fs/pipe-max-size
 
 
@@ -211,15 +212,18 @@ def judge_speed(nb: nbformat.NotebookNode, part: str, speed: Speed,
         return f"timed by the grader, {speed.function} {why}"
     fastest = min(times)
     ratio = reference / fastest
-    if speed.speedup / 2 <= ratio < speed.speedup:
+    for attempt in range(NEAR_MISS_TRIES):
+        if not speed.speedup / 2 <= ratio < speed.speedup:
+            break
         # Other work on the machine during the kernel's spell alone (a busy grading machine: CI once gave a
         # 0.5x kernel 0.23x against a reference timed in a quiet moment) must not cost a fast kernel its point:
-        # a second try, the reference and then the kernel timed again back to back; the better pair counts.
-        # Only for a near miss: no busy spell was seen to slow a kernel more than about twice (the naive loop
-        # measures under half the bar, and gets no second try).
-        second_ref, why = _run(make_box("speed-reference-2"), ref_config, one_spell, rng, LOAD_SECONDS)
+        # another try, the reference and then the kernel timed again back to back; the best pair counts.
+        # Only for a near miss: no busy spell was seen to slow a kernel more than about three times (the naive
+        # loop measures under half the bar, and gets no second try), but one such spell lasted through a first
+        # retry (a 0.75x kernel measured 0.24x twice on a machine running the test suite's other worker).
+        second_ref, why = _run(make_box(f"speed-reference-{attempt + 2}"), ref_config, one_spell, rng, LOAD_SECONDS)
         if second_ref and not why:
-            second, why = time_learner("speed-learner-2", min(second_ref))
+            second, why = time_learner(f"speed-learner-{attempt + 2}", min(second_ref))
             if second and not why and min(second_ref) / min(second) > ratio:
                 reference, fastest = min(second_ref), min(second)
                 ratio = reference / fastest

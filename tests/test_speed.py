@@ -106,10 +106,11 @@ def test_a_reference_timed_in_a_busy_spell_gives_a_slow_kernel_nothing(tmp_path,
     assert verdict is not None and "times as fast as matmul_tiled" in verdict, (spells, verdict)
 
 
-def test_a_fast_kernel_slowed_through_its_whole_spell_gets_a_second_try(tmp_path, monkeypatch):
-    """The kernel's first spell slowed throughout, as if other work had the core all that time (CI once gave a 0.5x
-    kernel 0.23x so), to 0.7 of the speedup it needs: the reference and the kernel are timed again back to back, and
-    the better pair counts. Without the second try this verdict would be a failure."""
+def test_a_fast_kernel_slowed_through_two_whole_spells_gets_a_third_try(tmp_path, monkeypatch):
+    """The kernel's first two spells slowed throughout, as if other work had the core all that time (CI once gave a
+    0.5x kernel 0.23x so; a test run once gave a 0.75x kernel 0.24x twice), to 0.7 of the speedup it needs: the
+    reference and the kernel are timed again back to back, and the best pair counts. Without the third try this
+    verdict would be a failure."""
     real, spells, reference = speed._run, [], []
 
     def run(box, config, *args, **kwargs):
@@ -117,12 +118,12 @@ def test_a_fast_kernel_slowed_through_its_whole_spell_gets_a_second_try(tmp_path
         spells.append("reference" if "reference" in config else "kernel")
         if spells[-1] == "reference":
             reference.append(min(times))
-        elif spells.count("kernel") == 1:  # its fastest call made 0.7 of the speedup
+        elif spells.count("kernel") <= 2:  # its fastest call made 0.7 of the speedup
             times = [t * max(1.0, reference[0] / (0.7 * SPEED.speedup) / min(times)) for t in times]
         return times, why
     monkeypatch.setattr(speed, "_run", run)
     assert speed.judge_speed(notebook(), PART, SPEED, boxes(tmp_path), seed=5) is None, spells
-    assert spells[:4] == ["reference", "kernel", "reference", "kernel"], spells
+    assert spells[:6] == ["reference", "kernel"] * 3, spells
 
 
 def test_a_kernel_far_short_of_the_speedup_gets_no_second_try(tmp_path, monkeypatch):
