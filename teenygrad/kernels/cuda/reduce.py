@@ -94,7 +94,7 @@ def softmax_rows_kernel(x, out):
     part = cuda.shared.array(MAX_THREADS, dtype=np.float32)
     row, t, threads = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x
     n = x.shape[1]
-    best = -np.inf
+    best = np.float32(-np.inf)  # a float64 constant would make the GPU compute the max in float64
     for j in range(t, n, threads):  # each thread folds a strided slice of the row: neighbours read neighbours
         best = max(best, x[row, j])
     part[t] = best
