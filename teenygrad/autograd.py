@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Callable, ContextManager
 
 import numpy as np
 
+from teenygrad import devices
 from teenygrad._swap import swapped
 from teenygrad.edition import exercise
 
@@ -221,9 +222,10 @@ def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
         if root.size != 1:
             raise ValueError(f"backward: grad must be given for a tensor of shape {root.shape}; only scalars "
                              f"get an implicit gradient of 1")
-        grad = type(root)._contiguous(np.ones(root.size, dtype=root.dtype), root.shape)
+        grad = type(root)._contiguous(devices.from_host(np.ones(root.size, dtype=root.dtype), root.device),
+                                      root.shape)
     else:
-        grad = grad.to(root.dtype) if _is_tensor(grad) else type(root)(grad, dtype=root.dtype)
+        grad = grad.to(root.dtype) if _is_tensor(grad) else type(root)(grad, dtype=root.dtype, device=root.device)
         if grad.shape != root.shape:
             raise ValueError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
     rules = _rules()

@@ -24,6 +24,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from teenygrad import devices
 from teenygrad import functional as F
 from teenygrad import nn_init as init
 from teenygrad.edition import exercise
@@ -124,11 +125,20 @@ class Module:
             p.grad = None
 
     def to(self, dtype: object) -> Module:
-        """Convert every parameter to `dtype` in place (same Tensor objects, so optimizers keep them)."""
+        """Convert every parameter to `dtype`, or move it to a device (`model.to("cuda")`), in place: the same Tensor
+        objects, so an optimizer keeps them (and moves its state after them at its next step). Gradients are
+        dropped."""
+        if isinstance(dtype, str) and dtype.split(":")[0] in devices.DEVICES:
+            device = devices.check(dtype)
+            for p in self.parameters():
+                if p.device != device:
+                    values = devices.to_host(p._buf[p.offset:p.offset + p.size])  # parameters are contiguous
+                    p._buf, p.offset, p.grad = devices.from_host(values, device), 0, None
+            return self
         dt = as_dtype(dtype)
         for p in self.parameters():
             if p.dtype != dt:
-                p._buf = p.numpy().astype(dt).reshape(-1)  # I/O: a new buffer of the new dtype
+                p._buf = devices.from_host(p.numpy().astype(dt).reshape(-1), p.device)  # a new buffer, new dtype
                 p.strides, p.offset, p.grad = contiguous_strides(p.shape), 0, None
         return self
 
@@ -151,7 +161,11 @@ class Module:
         if wrong:
             raise ValueError("load_state_dict: shape mismatch: " + "; ".join(wrong))
         for name, p in params.items():
-            p.numpy()[...] = np.asarray(state[name], dtype=p.dtype)  # I/O into the parameter's buffer
+            value = np.asarray(state[name], dtype=p.dtype)
+            if p.device == "cpu":
+                p.numpy()[...] = value  # I/O into the parameter's buffer
+            else:  # numpy() of a GPU tensor is a copy: write into the device's buffer
+                p._buf[p.offset:p.offset + p.size].copy_to_device(np.ascontiguousarray(value).reshape(-1))
         return self
 
     def save(self, path: str | Path) -> None:

@@ -23,9 +23,9 @@ from typing import Iterable
 
 import numpy as np
 
-from teenygrad import tracing
+from teenygrad import devices, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import KERNELS
+from teenygrad.kernels import on
 from teenygrad.kernels.jit import kernel
 from teenygrad.ops.buffers import contiguous
 from teenygrad.tensor import Tensor, float32, float64
@@ -98,9 +98,12 @@ class Optimizer:
         raise NotImplementedError
 
     def _state(self, store: dict[int, np.ndarray], i: int) -> np.ndarray:
-        """Per-parameter state, zeros on first use (numpy is storage here)."""
+        """Per-parameter state, zeros on first use, on the parameter's device (numpy is storage on the CPU)."""
+        p = self.params[i]
         if i not in store:
-            store[i] = np.zeros(self.params[i].size, dtype=self.params[i].dtype)
+            store[i] = devices.from_host(np.zeros(p.size, dtype=p.dtype), p.device)
+        elif devices.of(store[i]) != p.device:  # the model moved (`Module.to`): its state follows
+            store[i] = devices.from_host(devices.to_host(store[i]), p.device)
         return store[i]
 
 
@@ -117,7 +120,8 @@ class SGD(Optimizer):
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         buf = self._state(self.velocity, i) if self.momentum else p[:0]  # no state without momentum
-        sgd_update(p, g, buf, self.lr, self.momentum, self.weight_decay)
+        update = sgd_update if devices.of(p) == "cpu" else on(devices.of(p))["sgd_update"]  # the GPU's own kernel
+        update(p, g, buf, self.lr, self.momentum, self.weight_decay)
 
 
 class Adam(Optimizer):
@@ -139,7 +143,8 @@ class Adam(Optimizer):
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         t = self.t[i] = self.t.get(i, 0) + 1
-        adam_update(p, g, self._state(self.m, i), self._state(self.v, i), self.lr, self.betas[0], self.betas[1],
+        update = adam_update if devices.of(p) == "cpu" else on(devices.of(p))["adam_update"]  # the GPU's own kernel
+        update(p, g, self._state(self.m, i), self._state(self.v, i), self.lr, self.betas[0], self.betas[1],
                     self.eps, self.weight_decay, self.decoupled, t)
 
 
@@ -270,9 +275,9 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
             seen.add(id(p))
             p.grad = contiguous(p.grad)
             grads.append(flat_buffer(p.grad))
-    total = math.sqrt(sum(KERNELS["sum_of_squares"](g) for g in grads))
+    total = math.sqrt(sum(on(devices.of(g))["sum_of_squares"](g) for g in grads))
     coef = max_norm / (total + 1e-6)
     if coef < 1.0:
         for g in grads:
-            KERNELS["scale"](g, coef)
+            on(devices.of(g))["scale"](g, coef)
     return total

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from teenygrad import autograd, tracing
+from teenygrad import autograd, devices, tracing
 from teenygrad.kernels.layout import contiguous_strides, is_contiguous, prod, shape_args
 from teenygrad.tensor_views import TensorViews
 
@@ -62,7 +62,8 @@ class Tensor(TensorViews):
     _retain: bool = False  # keep .grad although not a leaf (retain_grad)
     grad: Tensor | None = None  # dL/d(self), summed over backward calls; kept on leaves
 
-    def __init__(self, data: object, dtype: object = None, requires_grad: bool = False) -> None:
+    def __init__(self, data: object, dtype: object = None, requires_grad: bool = False,
+                 device: str = "cpu") -> None:
         if tracing.active:  # inside teenygrad.compile's trace, host data would be frozen in: refused
             tracing.hooks.from_data()
         if isinstance(data, Tensor):
@@ -71,7 +72,7 @@ class Tensor(TensorViews):
         arr = np.asarray(data)
         dt = as_dtype(dtype) if dtype is not None else _default_dtype(arr, from_numpy)
         arr = np.array(arr, dtype=dt, copy=True, order="C")  # our own copy, in row-major order
-        self._buf: np.ndarray = arr.reshape(-1)
+        self._buf: devices.Buffer = devices.from_host(arr.reshape(-1), devices.check(device))
         self.shape: tuple[int, ...] = arr.shape
         self.strides: tuple[int, ...] = contiguous_strides(arr.shape)
         self.offset: int = 0
@@ -93,6 +94,11 @@ class Tensor(TensorViews):
     @property
     def dtype(self) -> np.dtype:
         return self._buf.dtype
+
+    @property
+    def device(self) -> str:
+        """Where the numbers live: "cpu" (a numpy buffer) or "cuda" (a GPU's memory, or numba-cuda's simulator)."""
+        return devices.of(self._buf)
 
     @property
     def ndim(self) -> int:
@@ -117,13 +123,18 @@ class Tensor(TensorViews):
 
     def data_ptr(self) -> int:
         """Address of the first element: two tensors sharing memory have related data pointers."""
+        if self.device == "cuda":
+            return self._buf.__cuda_array_interface__["data"][0] + self.offset * self.dtype.itemsize
         return self._buf.ctypes.data + self.offset * self._buf.itemsize
 
     # ---- getting data out ----------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """A numpy array that *shares memory* with this tensor (read-only when some dim is broadcast)."""
+        """A numpy array that *shares memory* with this tensor (read-only when some dim is broadcast); of a tensor
+        on "cuda", a copy in the computer's memory."""
         if self.size == 0:
             return np.empty(self.shape, dtype=self.dtype)
+        if self.device == "cuda":
+            return Tensor._make(devices.to_host(self._buf), self.shape, self.strides, self.offset).numpy().copy()
         item = self._buf.itemsize
         broadcast = any(st == 0 and n > 1 for n, st in zip(self.shape, self.strides))
         return np.lib.stride_tricks.as_strided(self._buf[self.offset:], self.shape,
@@ -136,6 +147,8 @@ class Tensor(TensorViews):
         if self.size != 1:
             raise ValueError(f"item: only a tensor with one element can be converted to a Python number, "
                              f"got shape {self.shape}")
+        if self.device == "cuda":
+            return devices.to_host(self._buf[self.offset:self.offset + 1])[0].item()
         return self._buf[self.offset].item()
 
     def __bool__(self) -> bool:
@@ -149,7 +162,8 @@ class Tensor(TensorViews):
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", threshold=1000)
         grad = f", grad_fn=<{self._ctx.op}>" if self._ctx else ", requires_grad=True" if self._requires_grad else ""
-        return f"tensor({body}, dtype={self.dtype}{grad})"
+        device = ", device='cuda'" if self.device == "cuda" else ""
+        return f"tensor({body}, dtype={self.dtype}{device}{grad})"
 
     # ---- autograd (the graph, the rules and the backward pass live in teenygrad.autograd) ------------------
     @property
@@ -200,9 +214,12 @@ class Tensor(TensorViews):
 
     # ---- dtype and layout ----------------------------------------------------------------------------
     def to(self, dtype: object) -> Tensor:
-        """This tensor in another dtype (itself when the dtype already matches; else a converted copy)."""
+        """This tensor in another dtype, or on another device: `t.to(float64)`, `t.to("cuda")`, `t.to("cpu")`
+        (itself when it already is; else a copy, recorded for autograd: the gradient goes back where it came from)."""
         if dtype is self._buf.dtype:  # the common case, checked first because binary ops call this twice
             return self
+        if isinstance(dtype, str) and dtype.split(":")[0] in devices.DEVICES:
+            return movement.to_device(self, devices.check(dtype))
         dt = as_dtype(dtype)
         if dt == self.dtype:
             return self
@@ -383,29 +400,29 @@ def default_generator() -> np.random.Generator:
     return _generator
 
 
-def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
-    """Same as Tensor(data, dtype, requires_grad): nested lists, a numpy array, or a scalar (always copied)."""
-    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+def tensor(data: object, dtype: object = None, requires_grad: bool = False, device: str = "cpu") -> Tensor:
+    """Same as Tensor(data, dtype, requires_grad, device): nested lists, a numpy array, or a scalar (always copied)."""
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
 def _dtype_or_default(dtype: object, default: np.dtype = float32) -> np.dtype:
     return default if dtype is None else as_dtype(dtype)
 
 
-def full(shape: Sequence[int] | int, value: Scalar, dtype: object = None) -> Tensor:
+def full(shape: Sequence[int] | int, value: Scalar, dtype: object = None, device: str = "cpu") -> Tensor:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     dt = _dtype_or_default(dtype, int64 if isinstance(value, int) and not isinstance(value, bool) else float32)
     if tracing.active:  # inside teenygrad.compile's trace: a constant node
         return tracing.hooks.full(shape, value, dt)
-    return Tensor._contiguous(np.full(prod(shape), value, dtype=dt), shape)
+    return Tensor._contiguous(devices.from_host(np.full(prod(shape), value, dtype=dt), devices.check(device)), shape)
 
 
-def zeros(*shape: int | Sequence[int], dtype: object = None) -> Tensor:
-    return full(shape_args(shape), 0.0, _dtype_or_default(dtype))
+def zeros(*shape: int | Sequence[int], dtype: object = None, device: str = "cpu") -> Tensor:
+    return full(shape_args(shape), 0.0, _dtype_or_default(dtype), device)
 
 
-def ones(*shape: int | Sequence[int], dtype: object = None) -> Tensor:
-    return full(shape_args(shape), 1.0, _dtype_or_default(dtype))
+def ones(*shape: int | Sequence[int], dtype: object = None, device: str = "cpu") -> Tensor:
+    return full(shape_args(shape), 1.0, _dtype_or_default(dtype), device)
 
 
 def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: object = None) -> Tensor:

@@ -93,6 +93,22 @@ KERNELS: dict[str, Callable] = {
 
 DEFAULTS: dict[str, Callable] = dict(KERNELS)
 
+# The table's device dimension (chapter 11): the op layer launches `on(tensor.device)[name]`. "cuda"'s table is
+# `teenygrad.kernels.cuda.KERNELS`, added the first time a tensor goes to the GPU (importing teenygrad does not
+# import numba.cuda); it has the same names and calling conventions, its buffers numba-cuda device arrays.
+TABLES: dict[str, dict[str, Callable]] = {"cpu": KERNELS}
+
+
+def on(device: str) -> dict[str, Callable]:
+    """The kernel table of `device` ("cpu" or "cuda"), as it is now (`use` swaps entries for a block)."""
+    table = TABLES.get(device)
+    if table is None:
+        if device != "cuda":
+            raise ValueError(f"unknown device {device!r}: teenygrad has 'cpu' and 'cuda'")
+        from teenygrad.kernels import cuda
+        table = TABLES["cuda"] = cuda.KERNELS
+    return table
+
 
 def get(name: str) -> Callable:
     """The kernel currently registered under `name`."""
@@ -102,12 +118,13 @@ def get(name: str) -> Callable:
         raise KeyError(f"unknown kernel {name!r}; known kernels: {', '.join(sorted(KERNELS))}") from None
 
 
-def use(**swaps: Callable) -> ContextManager[None]:
-    """Run a block with some kernels replaced: `with use(add=my_add, exp=my_exp): ...`.
+def use(device: str = "cpu", **swaps: Callable) -> ContextManager[None]:
+    """Run a block with some kernels replaced: `with use(add=my_add, exp=my_exp): ...`; `use("cuda", add=...)`
+    swaps the GPU's.
 
     The old kernels are restored when the block ends, also when it raises.
     """
-    return swapped(KERNELS, "kernel", **swaps)
+    return swapped(on(device), "kernel" if device == "cpu" else f"{device} kernel", **swaps)
 
 
 def reset() -> None:
@@ -116,4 +133,4 @@ def reset() -> None:
     KERNELS.update(DEFAULTS)
 
 
-__all__ = ["KERNELS", "DEFAULTS", "get", "use", "reset", "kernel", "force_path"]
+__all__ = ["KERNELS", "DEFAULTS", "TABLES", "on", "get", "use", "reset", "kernel", "force_path"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad import tracing
-from teenygrad.kernels import KERNELS
+from teenygrad import devices, tracing
+from teenygrad.kernels import on
 from teenygrad.kernels.layout import broadcast_shapes, broadcast_strides, coalesce, ints, prod
 from teenygrad.tensor import Tensor, float32, float64, int64
 
@@ -38,9 +38,9 @@ def detached(x: Tensor) -> Tensor:
     return x.detach() if x._requires_grad else x
 
 
-def new(shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
-    """A fresh contiguous tensor (uninitialised)."""
-    return Tensor._contiguous(np.empty(prod(shape), dtype=dtype), shape)
+def new(shape: tuple[int, ...], dtype: np.dtype, device: str = "cpu") -> Tensor:
+    """A fresh contiguous tensor (uninitialised) on `device`."""
+    return Tensor._contiguous(devices.empty(prod(shape), dtype, device), shape)
 
 
 def scalar_tensor(value: Scalar, like: Tensor, op: str) -> Tensor:
@@ -51,11 +51,12 @@ def scalar_tensor(value: Scalar, like: Tensor, op: str) -> Tensor:
         else:
             raise TypeError(f"{op}: unsupported operand of type {type(value).__name__}")
     dtype = float32 if (like.dtype == int64 and isinstance(value, float)) else like.dtype
-    return Tensor._contiguous(np.full(1, value, dtype=dtype), ())
+    return Tensor._contiguous(devices.from_host(np.full(1, value, dtype=dtype), like.device), ())
 
 
 def array(x: Tensor) -> np.ndarray:
-    """numpy view of a *contiguous* tensor with its shape (for kernels that take shaped arrays)."""
+    """numpy view of a *contiguous* tensor with its shape (for kernels that take shaped arrays); of a tensor on
+    "cuda", the device array's view."""
     return x._buf[x.offset:x.offset + x.size].reshape(x.shape)
 
 
@@ -66,17 +67,18 @@ def copy_into(src: Tensor, dst: Tensor) -> None:
     if src.shape != dst.shape:
         if broadcast_shapes(src.shape, dst.shape, "copy") != dst.shape:
             raise ValueError(f"copy: cannot write shape {src.shape} into shape {dst.shape}")
+    device = devices.same("copy", src, dst)
     if not dst.size:
         return
     shape, (ss, ds) = coalesce(dst.shape, broadcast_strides(src.shape, src.strides, dst.shape), dst.strides)
-    KERNELS["copy"](ints(shape), src._buf, ints(ss), src.offset, dst._buf, ints(ds), dst.offset)
+    on(device)["copy"](ints(shape), src._buf, ints(ss), src.offset, dst._buf, ints(ds), dst.offset)
 
 
 def copy(x: Tensor, dtype: np.dtype | None = None) -> Tensor:
     """A fresh contiguous copy of x (in `dtype` if given). Records nothing: `Tensor.clone` and `to` do."""
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
         return tracing.hooks.copy(x, dtype)
-    out = new(x.shape, dtype or x.dtype)
+    out = new(x.shape, dtype or x.dtype, x.device)
     copy_into(x, out)
     return out
 

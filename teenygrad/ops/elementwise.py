@@ -7,9 +7,9 @@ summed back down to its input's shape (`unbroadcast`, the gradient of broadcasti
 """
 from __future__ import annotations
 
-from teenygrad import autograd, tracing
+from teenygrad import autograd, devices, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import KERNELS
+from teenygrad.kernels import on
 from teenygrad.kernels.layout import broadcast_shapes, broadcast_strides, coalesce, ints, prod
 from teenygrad.ops.buffers import Scalar, as_float, cast, new, result_dtype, scalar_tensor
 from teenygrad.ops.movement import unbroadcast
@@ -26,13 +26,13 @@ def unary(op: str, x: Tensor) -> Tensor:
         return tracing.hooks.unary(op, x)
     if op in FLOAT_ONLY_UNARY:
         x = as_float(x)
-    out = new(x.shape, x.dtype)
+    out = new(x.shape, x.dtype, x.device)
     if out._buf.size:
         if x.is_contiguous():
             shape, sx = (out._buf.size,), (1,)
         else:
             shape, (sx,) = coalesce(x.shape, x.strides)
-        KERNELS[op](ints(shape), x._buf, ints(sx), x.offset, out._buf)
+        on(x.device)[op](ints(shape), x._buf, ints(sx), x.offset, out._buf)
     if x._requires_grad:
         autograd.record(op, out, (x,), x=x, out=out)
     return out
@@ -47,6 +47,7 @@ def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     elif not isinstance(b, Tensor):
         b = scalar_tensor(b, a, op)
     a_in, b_in = a, b
+    device = devices.same(op, a, b)
     dtype = result_dtype(a.dtype, b.dtype)
     if dtype == int64 and op in FLOAT_ONLY_BINARY:
         dtype = float32
@@ -64,9 +65,9 @@ def binary(op: str, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
         out_shape = broadcast_shapes(a.shape, b.shape, op)
         shape, (sa, sb) = coalesce(out_shape, broadcast_strides(a.shape, a.strides, out_shape),
                                    broadcast_strides(b.shape, b.strides, out_shape))
-    out = new(out_shape, dtype)
+    out = new(out_shape, dtype, device)
     if out._buf.size:
-        KERNELS[op](ints(shape), a._buf, ints(sa), a.offset, b._buf, ints(sb), b.offset, out._buf)
+        on(device)[op](ints(shape), a._buf, ints(sa), a.offset, b._buf, ints(sb), b.offset, out._buf)
     if (a_in._requires_grad or b_in._requires_grad) and op not in NOT_DIFFERENTIABLE:
         autograd.record(op, out, (a_in, b_in), a=a_in, b=b_in, out=out)
     return out
@@ -78,7 +79,7 @@ def add_into(acc: Tensor, x: Tensor) -> None:
         return tracing.hooks.add_into(acc, x)
     if acc.size:
         shape, (sa, sx) = coalesce(acc.shape, acc.strides, x.strides)
-        KERNELS["add"](ints(shape), acc._buf, ints(sa), acc.offset, x._buf, ints(sx), x.offset, acc._buf)
+        on(acc.device)["add"](ints(shape), acc._buf, ints(sa), acc.offset, x._buf, ints(sx), x.offset, acc._buf)
 
 
 # ---- the rules exercise 6 asks for (part "elementwise_rules"); chapter 6 writes neg, exp, log, add, sub, mul ----

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from teenygrad import autograd, tracing
+from teenygrad import autograd, devices, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import KERNELS
+from teenygrad.kernels import on
 from teenygrad.kernels.fused import fast, parallel
 from teenygrad.kernels.jit import CHUNKS, parallel_pays, prange
 from teenygrad.kernels.matmul import matmul_tiled_into, tiled_buffers
@@ -34,7 +34,7 @@ def _rows(x: Tensor) -> tuple[Tensor, np.ndarray]:
 def _param(t: Tensor | None, n: int, fill: float, like: Tensor, name: str) -> Tensor:
     """A norm's weight or bias: given (shape (n,), cast to like's dtype) or the identity (ones, zeros)."""
     if t is None:
-        return (ones if fill else zeros)(n, dtype=like.dtype)
+        return (ones if fill else zeros)(n, dtype=like.dtype, device=like.device)
     if t.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},) for a last dim of {n}, got {t.shape}")
     return t if t.dtype == like.dtype else t.to(like.dtype)
@@ -59,7 +59,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias is not None:
         if bias.shape != (weight.shape[0],):
             raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
-        KERNELS["add_bias"](array(out).reshape(-1, out.shape[-1]), array(contiguous(detached(bias), out.dtype)))
+        devices.same("linear", x, weight, bias)
+        on(out.device)["add_bias"](array(out).reshape(-1, out.shape[-1]), array(contiguous(detached(bias), out.dtype)))
     inputs = (x, weight) if bias is None else (x, weight, bias)
     if any(t._requires_grad for t in inputs):
         autograd.record("linear", out, inputs, x=x.detach(), w=weight.detach())
@@ -91,10 +92,11 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     x = as_float(x)
     C = x.shape[-1]
     w, b = _param(weight, C, 1.0, x, "layer_norm weight"), _param(bias, C, 0.0, x, "layer_norm bias")
+    device = devices.same("layer_norm", x, w, b)
     x2, xa = _rows(detached(x))
-    out = new(x2.shape, x.dtype)
-    mean, rstd = new((x2.shape[0],), x.dtype), new((x2.shape[0],), x.dtype)
-    KERNELS["layer_norm"](xa, array(contiguous(detached(w))), array(contiguous(detached(b))), eps, array(out),
+    out = new(x2.shape, x.dtype, device)
+    mean, rstd = new((x2.shape[0],), x.dtype, device), new((x2.shape[0],), x.dtype, device)
+    on(device)["layer_norm"](xa, array(contiguous(detached(w))), array(contiguous(detached(b))), eps, array(out),
                           array(mean), array(rstd))
     out = out.reshape(x.shape)
     if x._requires_grad or w._requires_grad or b._requires_grad:
@@ -168,9 +170,10 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
         return tracing.hooks.rms_norm(x, weight, eps)
     x = as_float(x)
     w = _param(weight, x.shape[-1], 1.0, x, "rms_norm weight")
+    device = devices.same("rms_norm", x, w)
     x2, xa = _rows(detached(x))
-    out, rstd = new(x2.shape, x.dtype), new((x2.shape[0],), x.dtype)
-    KERNELS["rms_norm"](xa, array(contiguous(detached(w))), eps, array(out), array(rstd))
+    out, rstd = new(x2.shape, x.dtype, device), new((x2.shape[0],), x.dtype, device)
+    on(device)["rms_norm"](xa, array(contiguous(detached(w))), eps, array(out), array(rstd))
     out = out.reshape(x.shape)
     if x._requires_grad or w._requires_grad:
         autograd.record("rms_norm", out, (x, w), x=x2, w=w.detach(), rstd=rstd)
@@ -238,8 +241,8 @@ def causal_self_attention(qkv: Tensor, n_head: int) -> Tensor:
     if C3 % (3 * n_head):
         raise ValueError(f"causal_self_attention: last dim {C3} must be 3 * n_head * head_size (n_head={n_head})")
     qkv_in, qkv = qkv, contiguous(detached(qkv))
-    y, att = new((B, T, C3 // 3), qkv.dtype), new((B, n_head, T, T), qkv.dtype)
-    KERNELS["attention"](array(qkv), n_head, array(y), array(att))
+    y, att = new((B, T, C3 // 3), qkv.dtype, qkv.device), new((B, n_head, T, T), qkv.dtype, qkv.device)
+    on(qkv.device)["attention"](array(qkv), n_head, array(y), array(att))
     if qkv_in._requires_grad:
         autograd.record("attention", y, (qkv_in,), qkv=qkv, att=att)
     return y
@@ -363,9 +366,40 @@ def cached_attention(qkv: Tensor, k_cache: np.ndarray, v_cache: np.ndarray, star
     return y
 
 
+# ---- the rules on the GPU: the pieces above define their CPU kernels inside them; on another device the same
+# launch runs that device's kernel of the piece's name, with the arguments the piece's kernel takes
+
+def _layer_norm_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    if g.device == "cpu":
+        return layer_norm_backward(ctx, g)
+    g2, ga = _rows(g)
+    dx = new(g2.shape, g.dtype, g.device)
+    dw, db = zeros(g2.shape[1], dtype=g.dtype, device=g.device), zeros(g2.shape[1], dtype=g.dtype, device=g.device)
+    on(g.device)["layer_norm_backward"](array(ctx.x), array(ctx.w), array(ctx.mean), array(ctx.rstd), ga, array(dx),
+                                        array(dw), array(db))
+    return dx.reshape(ctx.inputs[0].shape), dw, db
+
+
+def _rms_norm_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor]:
+    if g.device == "cpu":
+        return rms_norm_backward(ctx, g)
+    g2, ga = _rows(g)
+    dx, dw = new(g2.shape, g.dtype, g.device), zeros(g2.shape[1], dtype=g.dtype, device=g.device)
+    on(g.device)["rms_norm_backward"](array(ctx.x), array(ctx.w), array(ctx.rstd), ga, array(dx), array(dw))
+    return dx.reshape(ctx.inputs[0].shape), dw
+
+
+def _attention_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    if g.device == "cpu":
+        return attention_backward(ctx, g)
+    dqkv = new(ctx.qkv.shape, g.dtype, g.device)
+    on(g.device)["attention_backward"](array(ctx.qkv), array(ctx.att), array(contiguous(g)), array(dqkv))
+    return (dqkv,)
+
+
 RULES = {
     "linear": linear_backward,             # dx = g W, dW = g^T x, db = sum of g
-    "layer_norm": layer_norm_backward,     # one kernel: dx, dw, db (a piece of exercise 9)
-    "rms_norm": rms_norm_backward,         # one kernel: dx, dw (a piece of exercise 9)
-    "attention": attention_backward,       # one kernel: dqkv (a piece of exercise 9)
+    "layer_norm": _layer_norm_rule,        # one kernel: dx, dw, db (on the CPU a piece of exercise 9)
+    "rms_norm": _rms_norm_rule,            # one kernel: dx, dw (on the CPU a piece of exercise 9)
+    "attention": _attention_rule,          # one kernel: dqkv (on the CPU a piece of exercise 9)
 }

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad import autograd, tracing
+from teenygrad import autograd, devices, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import KERNELS
+from teenygrad.kernels import on
 from teenygrad.ops.buffers import as_float, cast, contiguous, detached, new
 from teenygrad.ops.elementwise import binary
 from teenygrad.ops.movement import index_tensor
@@ -25,7 +25,8 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     logits neither overflow nor lose the loss; the backward is softmax - onehot in one kernel."""
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
         return tracing.hooks.cross_entropy(logits, targets)
-    logits, targets = as_float(logits), index_tensor(targets, "cross_entropy")
+    logits, targets = as_float(logits), index_tensor(targets, "cross_entropy", logits.device)
+    device = devices.same("cross_entropy", logits, targets)
     if logits.ndim == 0 or targets.shape != logits.shape[:-1]:
         raise ValueError(f"cross_entropy: targets of shape {targets.shape} must be the shape of logits {logits.shape} "
                          f"without its last (class) axis")
@@ -34,8 +35,8 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     if R == 0 or C == 0:
         raise ValueError(f"cross_entropy: need at least one row and one class, got logits of shape {logits.shape}")
     x, t = x.reshape(R, C), targets.reshape(R)
-    lse, losses = np.empty(R), np.empty(R)  # float64 scratch: the kernel's per-row results
-    KERNELS["cross_entropy"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + R], lse, losses)
+    lse, losses = devices.empty(R, np.float64, device), devices.empty(R, np.float64, device)  # per-row results
+    on(device)["cross_entropy"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + R], lse, losses)
     out = cast(binary("mul", reduce("sum", Tensor._contiguous(losses, (R,)), None, False), 1.0 / R), x.dtype)
     if logits._requires_grad:
         autograd.record("cross_entropy", out, (logits,), x=x, targets=t, lse=Tensor._contiguous(lse, (R,)),
@@ -52,8 +53,8 @@ def cross_entropy_grad(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     call of exercise 4's kernel `KERNELS["cross_entropy_backward"](x, t, lse, scale, dx)` (flat numpy arrays of
     exactly R*C, R, R and R*C elements): it never recomputes the log-sum-exp, so huge logits stay finite."""
     x, t = ctx.x, ctx.targets
-    dx = new(x.shape, x.dtype)
-    KERNELS["cross_entropy_backward"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + t.size],
+    dx = new(x.shape, x.dtype, x.device)
+    on(x.device)["cross_entropy_backward"](x._buf[x.offset:x.offset + x.size], t._buf[t.offset:t.offset + t.size],
                                       ctx.lse._buf, float(g.item()) / t.size, dx._buf)
     return (dx.reshape(ctx.shape),)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from teenygrad import autograd, tracing
+from teenygrad import autograd, devices, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import DEFAULTS, KERNELS
+from teenygrad.kernels import DEFAULTS, KERNELS, on
 from teenygrad.kernels.layout import broadcast_shapes, prod
 from teenygrad.ops.buffers import array, cast, contiguous, detached, new, result_dtype
 from teenygrad.ops.movement import unbroadcast
@@ -22,8 +22,8 @@ def _matrix(x: Tensor) -> np.ndarray:
     """numpy view of a 2-D tensor with its own strides (transposed, sliced, expanded): no copy. teenygrad's
     matmul kernels pack their operands into blocks anyway, so they can read any layout. A kernel swapped in
     with `kernels.use(matmul=...)` gets contiguous arrays, as documented; so does a tensor with a negative
-    stride (numpy views must start at their lowest address here)."""
-    if x.is_contiguous():
+    stride (numpy views must start at their lowest address here). On the GPU, always contiguous."""
+    if x.is_contiguous() or x.device != "cpu":
         return array(x)
     if min(x.strides) < 0 or KERNELS["matmul"] is not DEFAULTS["matmul"]:
         return array(contiguous(x))
@@ -40,6 +40,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise TypeError("matmul: both operands must be Tensors")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape}: operands must have at least 1 dimension")
+    device = devices.same("matmul", a, b)
     a_in, b_in, a, b = a, b, detached(a), detached(b)
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     if a_vec:
@@ -55,9 +56,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if b.ndim == 2:  # (..., M, K) @ (K, N): fold the batch into the rows, one 2-D matmul
         batch = a.shape[:-2]
         a2 = cast(a, dtype).reshape(prod(batch) * M, K)  # a view when the batch folds into the rows
-        out = new(batch + (M, N), dtype)
+        out = new(batch + (M, N), dtype, device)
         if out.size:  # transposed operands (x @ w.T, a.T @ g) go in as strided views: packing reads them
-            KERNELS["matmul"](_matrix(a2), _matrix(cast(b, dtype)), array(out.reshape(prod(batch) * M, N)))
+            on(device)["matmul"](_matrix(a2), _matrix(cast(b, dtype)), array(out.reshape(prod(batch) * M, N)))
     else:
         try:
             batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
@@ -66,9 +67,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         B = prod(batch)
         a3 = contiguous(a.expand(*batch, M, K), dtype).reshape(B, M, K)
         b3 = contiguous(b.expand(*batch, K, N), dtype).reshape(B, K, N)
-        out = new(batch + (M, N), dtype)
+        out = new(batch + (M, N), dtype, device)
         if out.size:
-            KERNELS["matmul_batched"](array(a3), array(b3), array(out.reshape(B, M, N)))
+            on(device)["matmul_batched"](array(a3), array(b3), array(out.reshape(B, M, N)))
     if a_vec:
         out = out.reshape(*out.shape[:-2], N)
     if b_vec:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from teenygrad import autograd, tracing
+from teenygrad import autograd, devices, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import KERNELS
+from teenygrad.kernels import on
 from teenygrad.kernels.elementwise import u
 from teenygrad.kernels.jit import kernel
 from teenygrad.kernels.layout import normalize_axis, prod
 from teenygrad.kernels.movement import checked_index
-from teenygrad.ops.buffers import contiguous, copy_into, new, result_dtype
+from teenygrad.ops.buffers import contiguous, copy_into, detached, new, result_dtype
 from teenygrad.tensor import Tensor, int64, zeros
 from teenygrad.tensor_views import basic_index
 
@@ -40,9 +40,9 @@ def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     return grad.sum(axes, keepdim=True).reshape(shape)
 
 
-def index_tensor(index: Tensor | Sequence[int], op: str) -> Tensor:
+def index_tensor(index: Tensor | Sequence[int], op: str, device: str = "cpu") -> Tensor:
     if not isinstance(index, Tensor):
-        index = Tensor(index, dtype=int64)
+        index = Tensor(index, dtype=int64, device=device)
     if index.dtype != int64:
         raise TypeError(f"{op}: index must have dtype int64, got {index.dtype}")
     return contiguous(index)
@@ -54,16 +54,17 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
         return tracing.hooks.gather(x, axis, index)
     axis = normalize_axis(axis, x.ndim, "gather")
-    index = index_tensor(index, "gather")
+    index = index_tensor(index, "gather", x.device)
+    device = devices.same("gather", x, index)
     if index.ndim != x.ndim or any(i != s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != axis):
         raise ValueError(f"gather: index shape {index.shape} must match input shape {x.shape} except on axis {axis}")
     x_in, x = x, contiguous(x)
-    out = new(index.shape, x.dtype)
+    out = new(index.shape, x.dtype, device)
     if out.size:
         if x.shape[axis] == 0:
             raise IndexError(f"gather: axis {axis} of shape {x.shape} is empty")
         outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
-        KERNELS["gather"](x._buf[x.offset:], index._buf[index.offset:], out._buf,
+        on(device)["gather"](x._buf[x.offset:], index._buf[index.offset:], out._buf,
                           outer, x.shape[axis], index.shape[axis], inner)
     if x_in._requires_grad:
         autograd.record("gather", out, (x_in,), shape=x.shape, axis=axis, index=index)
@@ -103,9 +104,25 @@ def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> 
     return out
 
 
+def scatter_on_device(kernel: str, g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Tensor:
+    """The backward of gather (`kernel` "scatter_add") or of index_select ("index_add") on a device other than the
+    CPU: the pieces' work, with the device's kernel of that name (the pieces define theirs inside them, for the
+    CPU). The kernels take the CPU pieces' arguments: (g, index, out, outer, n_src[, n_idx], inner), flat."""
+    axis = normalize_axis(axis, len(shape), kernel)
+    g = contiguous(g)
+    out = zeros(shape, dtype=g.dtype, device=g.device)
+    if g.size:
+        sizes = (shape[axis], g.shape[axis]) if kernel == "scatter_add" else (shape[axis],)
+        on(g.device)[kernel](g._buf[g.offset:g.offset + g.size], index._buf[index.offset:index.offset + index.size],
+                             out._buf, prod(shape[:axis]), *sizes, prod(shape[axis + 1:]))
+    return out
+
+
 def _gather_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     """gather's rule: `scatter_add`, or inside tg.compile's trace its lazy twin (a learner's scatter_add runs a
-    kernel, which lazy tensors can't feed)."""
+    kernel, which lazy tensors can't feed); on the GPU, the GPU's scatter_add kernel."""
+    if g.device != "cpu":
+        return (scatter_on_device("scatter_add", g, ctx.shape, ctx.axis, ctx.index),)
     scatter = tracing.hooks.scatter_add if tracing.active else scatter_add
     return (scatter(g, ctx.shape, ctx.axis, ctx.index),)
 
@@ -115,14 +132,15 @@ def index_select(x: Tensor, axis: int, index: Tensor | Sequence[int]) -> Tensor:
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
         return tracing.hooks.index_select(x, axis, index)
     axis = normalize_axis(axis, x.ndim, "index_select")
-    index = index_tensor(index, "index_select")
+    index = index_tensor(index, "index_select", x.device)
+    device = devices.same("index_select", x, index)
     x_in, x = x, contiguous(x)
-    out = new(x.shape[:axis] + index.shape + x.shape[axis + 1:], x.dtype)
+    out = new(x.shape[:axis] + index.shape + x.shape[axis + 1:], x.dtype, device)
     if out.size:
         if x.shape[axis] == 0:
             raise IndexError(f"index_select: axis {axis} of shape {x.shape} is empty")
         outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
-        KERNELS["index_select"](x._buf[x.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
+        on(device)["index_select"](x._buf[x.offset:], index._buf[index.offset:index.offset + index.size], out._buf,
                                 outer, x.shape[axis], inner)
     if x_in._requires_grad:
         autograd.record("index_select", out, (x_in,), shape=x.shape, axis=axis, index=index)
@@ -157,6 +175,28 @@ def index_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> Te
     return out
 
 
+def _index_select_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
+    """index_select's rule: `index_add` (exercise 8's piece, for the CPU), or the GPU's index_add kernel."""
+    if g.device != "cpu":
+        return (scatter_on_device("index_add", g, ctx.shape, ctx.axis, ctx.index),)
+    return (index_add(g, ctx.shape, ctx.axis, ctx.index),)
+
+
+def to_device(x: Tensor, device: str) -> Tensor:
+    """x's elements on `device`, contiguous (x itself when it is there already); recorded, so the gradient goes
+    back to x's device."""
+    if x.device == device:
+        return x
+    if tracing.active:
+        raise RuntimeError("to: moving a tensor between devices inside teenygrad.compile is not supported")
+    xc = contiguous(detached(x))
+    flat = devices.to_host(xc._buf[xc.offset:xc.offset + xc.size])  # through the computer's memory
+    out = Tensor._contiguous(devices.from_host(flat, device), x.shape)
+    if x._requires_grad:
+        autograd.record("to_device", out, (x,), device=x.device)
+    return out
+
+
 def check_cat(tensors: Sequence[Tensor], axis: int) -> tuple[list[Tensor], int, object]:
     """cat's arguments checked (the eager op and the compiler's trace share it): the tensors as a list, the axis
     made non-negative, and the result's dtype."""
@@ -180,7 +220,7 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     tensors, axis, dtype = check_cat(tensors, axis)
     shape = list(tensors[0].shape)
     shape[axis] = sum(t.shape[axis] for t in tensors)
-    out = new(tuple(shape), dtype)
+    out = new(tuple(shape), dtype, devices.same("cat", *tensors))
     start, spans = 0, []
     for t in tensors:
         size = t.shape[axis]
@@ -238,7 +278,7 @@ def index_backward(ctx: autograd.Node, g: Tensor) -> tuple[Tensor]:
     received it (index a tensor with it to get the same view)."""
     if tracing.active:  # inside teenygrad.compile's trace: a graph node, not a kernel
         return (tracing.hooks.into_zeros(g, ctx.shape, ctx.key),)
-    dx = zeros(ctx.shape, dtype=g.dtype)
+    dx = zeros(ctx.shape, dtype=g.dtype, device=g.device)
     copy_into(g, basic_index(dx, ctx.key))  # not dx[key] = g: a fresh buffer needs no version count
     return (dx,)
 
@@ -260,6 +300,7 @@ RULES = {
     "cast": lambda ctx, g: (g.to(ctx.dtype),),                 # float32 <-> float64: back to the input's dtype
     # ---- indexing and joining ------------------------------------------------------------------------------
     "gather": _gather_rule,                                    # scatter_add: repeats add up
-    "index_select": lambda ctx, g: (index_add(g, ctx.shape, ctx.axis, ctx.index),),    # embedding grad
+    "index_select": _index_select_rule,                        # index_add: the embedding's gradient
+    "to_device": lambda ctx, g: (to_device(g, ctx.device),),   # back to the device the input was on
     "cat": cat_backward,                                       # each input its slice of g
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from teenygrad import autograd, tracing
 from teenygrad.edition import exercise
-from teenygrad.kernels import KERNELS
+from teenygrad.kernels import on
 from teenygrad.kernels.layout import coalesce, normalize_axes, normalize_axis, prod
 from teenygrad.ops.buffers import as_float, contiguous, detached, new
 from teenygrad.ops.elementwise import binary
@@ -46,9 +46,9 @@ def reduce(op: str, x: Tensor, axis: int | tuple[int, ...] | None, keepdim: bool
         out_shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
     else:
         out_shape = tuple(s for d, s in enumerate(x.shape) if d not in axes)
-    out = new(out_shape, int64 if op == "argmax" else x.dtype)
+    out = new(out_shape, int64 if op == "argmax" else x.dtype, x.device)
     if M:
-        KERNELS[op](xm._buf, xm.offset, M, sm, N, sn, out._buf)
+        on(x.device)[op](xm._buf, xm.offset, M, sm, N, sn, out._buf)
     if x._requires_grad and op != "argmax":
         autograd.record(op, out, (x,), x=x, axes=axes, keepdim=keepdim, shape=x.shape)
     return out
@@ -80,9 +80,9 @@ def softmax(op: str, x: Tensor, axis: int) -> Tensor:
     last = x.ndim - 1
     xt = x.transpose(axis, last) if axis != last else x
     xm, M, sm, N, sn = _as_matrix(xt, (last,))
-    out = new(xt.shape, x.dtype)
+    out = new(xt.shape, x.dtype, x.device)
     if M and N:
-        KERNELS[op](xm._buf, xm.offset, M, sm, N, sn, out._buf)
+        on(x.device)[op](xm._buf, xm.offset, M, sm, N, sn, out._buf)
     out = out.transpose(axis, last) if axis != last else out
     out = out.reshape(()) if scalar else out
     if x_in._requires_grad:
@@ -107,10 +107,10 @@ def softmax_grad(op: str, y: Tensor, g: Tensor, axis: int) -> Tensor:
         y, g = y.transpose(axis, last), g.transpose(axis, last)
     y = contiguous(y)
     g = contiguous(g, y.dtype)
-    dx = new(y.shape, y.dtype)
+    dx = new(y.shape, y.dtype, y.device)
     if dx.size:
         N = y.shape[-1]
-        KERNELS[op + "_backward"](y._buf[y.offset:], g._buf[g.offset:], dx.size // N, N, dx._buf)
+        on(y.device)[op + "_backward"](y._buf[y.offset:], g._buf[g.offset:], dx.size // N, N, dx._buf)
     dx = dx.transpose(axis, last) if axis != last else dx
     return dx.reshape(()) if scalar else dx
 
