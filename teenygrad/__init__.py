@@ -15,6 +15,8 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
     10 compiler/, tracing                   `compile`: a step captured as a graph of primitives, rewritten,
                                             fused and generated as numba code (`compiler/__init__` draws the
                                             pipeline); `tracing`, the flag the op layer reads, stays outside
+    11 devices                              where a tensor's numbers live: "cpu" (numpy) or "cuda" (numba-cuda,
+                                            a GPU or its simulator); the GPU's kernels are `kernels.cuda`
     *  edition, grading, _swap, old_paths   the exercises' pieces and the learner's; the hidden tests' `report`;
                                             swapping a table's entries for a block; module paths from before
                                             the compiler was one package (a learner's older mine/ files)

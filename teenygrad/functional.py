@@ -57,7 +57,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0:
         return x
-    keep = (rand(*x.shape, dtype=x.dtype) >= p).to(x.dtype)
+    keep = (rand(*x.shape, dtype=x.dtype).to(x.device) >= p).to(x.dtype)  # drawn on the CPU: one stream everywhere
     return x * keep * (1.0 / (1.0 - p))
 
 

@@ -169,7 +169,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         if start + T > self.cfg.block_size:
             raise ValueError(f"GPT: {start + T} positions but block_size is {self.cfg.block_size}")
-        x = self.wte(idx) + self.wpe(arange(start, start + T))        # (B, T, C)
+        x = self.wte(idx) + self.wpe(arange(start, start + T, device=idx.device))  # (B, T, C)
         x = self.drop(x)
         if caches is not None and (start != caches[0].length or is_grad_enabled()):
             raise ValueError("GPT: a KV cache is for generation: call under no_grad(), with start = cache.length")

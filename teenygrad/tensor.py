@@ -425,14 +425,16 @@ def ones(*shape: int | Sequence[int], dtype: object = None, device: str = "cpu")
     return full(shape_args(shape), 1.0, _dtype_or_default(dtype), device)
 
 
-def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: object = None) -> Tensor:
+def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: object = None,
+           device: str = "cpu") -> Tensor:
     """start, start+step, ... < stop (like range); int64 for int arguments, else float32."""
     if stop is None:
         start, stop = 0, start
     is_int = all(isinstance(v, int) for v in (start, stop, step))
     if tracing.active:  # inside teenygrad.compile's trace: an arange node
         return tracing.hooks.arange(start, stop, step, _dtype_or_default(dtype, int64 if is_int else float32))
-    return Tensor(np.arange(start, stop, step), dtype=_dtype_or_default(dtype, int64 if is_int else float32))
+    return Tensor(np.arange(start, stop, step), dtype=_dtype_or_default(dtype, int64 if is_int else float32),
+                  device=device)
 
 
 def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:
