@@ -72,9 +72,10 @@ def teenygrad_step():
     return step
 
 
-def torch_step(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999)):
-    """PyTorch eager's step on the same model (its own random initialisation): forward, backward, (clip), AdamW.
-    Returns (step, (torch's version, its threads)); run it in a child process: `torch_child(...)`."""
+def torch_step(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999), device: str = "cpu"):
+    """PyTorch eager's step on the same model (its own random initialisation): forward, backward, (clip), AdamW, on
+    `device` ("cpu", or "cuda" for benchmarks/gpu.py). Returns (step, (torch's version, its threads)); run it in a
+    child process: `torch_child(...)`."""
     import torch
     import torch.nn as tnn
     import torch.nn.functional as tF
@@ -106,32 +107,33 @@ def torch_step(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (
             self.ln = tnn.LayerNorm(C)
 
         def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for b in self.blocks:
                 x = b(x)
             logits = self.ln(x) @ self.wte.weight.T
             return tF.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
-    model = TorchGPT()
+    model = TorchGPT().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=betas, weight_decay=0.1)
 
     def step(x: np.ndarray, y: np.ndarray) -> float:
-        loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        loss = model(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
-        return loss.item()
+        return loss.item()  # waits for the GPU's work: the step's time is all of it
     return step, (torch.__version__, torch.get_num_threads())
 
 
-def torch_child(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999)) -> tuple[Child, str]:
+def torch_child(cfg: GPTConfig = CFG, clip: float | None = None, betas: tuple = (0.9, 0.999),
+                device: str = "cpu") -> tuple[Child, str]:
     """PyTorch eager's step (`torch_step`) in a process of its own, called like a step, and a label for it.
     ImportError when torch is not installed."""
     if not has_module("torch"):
         raise ImportError("torch")
-    child = Child(torch_step, cfg, clip, betas)
+    child = Child(torch_step, cfg, clip, betas, device)
     version, threads = child.info
     return child, f"PyTorch {version} eager"
 

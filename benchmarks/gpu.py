@@ -1,10 +1,14 @@
 """Chapter 11's GPU kernels against cuBLAS and PyTorch, on a GPU, in one run; the figures go to a results file.
 
     python benchmarks/gpu.py               # on a GPU: the SGEMM ladder at 4096^3 and 1024^3, sum_rows and
-                                           # softmax_rows, the launch overhead; writes benchmarks/results/gpu.json
+                                           # softmax_rows, the launch overhead, a GPT's training step on
+                                           # device="cuda" against PyTorch eager on the same GPU (the book's
+                                           # model and nanoGPT's shakespeare-char size, alternating in one run);
+                                           # writes benchmarks/results/gpu.json
     python benchmarks/gpu.py --size 2048   # the ladder at 2048^3 instead of 4096^3
     python benchmarks/gpu.py --simulate    # without a GPU: every kernel once on tiny shapes in numba-cuda's
-                                           # simulator, values checked against numpy; prints, writes nothing
+                                           # simulator, values checked against numpy, and one training step of
+                                           # a tiny GPT on device="cuda" against the CPU's; prints, writes nothing
     python benchmarks/gpu.py --ptx         # without a GPU, with `make gpu`'s CUDA libraries: compile every kernel
                                            # for an H100/H200 (sm_90) and print what the compiler reports:
                                            # registers a thread, spills, shared memory, vector loads
@@ -31,6 +35,100 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu.json"
+# the training step's models: chapter 9's (benchmarks/gpt.py's CFG, batch 12) and nanoGPT's shakespeare-char size
+# (6 layers, 384 wide, 6 heads, context 256, batch 64), on shakespeare.txt's 73 characters
+TRAINING = {"book": ({"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64}, 12),
+            "nanogpt_shakespeare_char": ({"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256}, 64)}
+
+
+def teenygrad_cuda_step(cfg, clip: float = 1.0):
+    """teenygrad's training step with the model on device="cuda": forward, backward, clipping, AdamW, as chapter 9's
+    loop (benchmarks/gpt.py's PyTorch step does the same). Returns (step, launches): step(x, y) -> the loss, and
+    launches(x, y) -> the kernel launches one step makes (each entry of the GPU's kernel table counted once a call)."""
+    import teenygrad as tg
+    from teenygrad import optim
+    from teenygrad.gpt import GPT
+    tg.manual_seed(0)
+    model = GPT(cfg).to("cuda")
+    opt = optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+
+    def step(x: np.ndarray, y: np.ndarray) -> float:
+        _, loss = model(tg.tensor(x, device="cuda"), tg.tensor(y, device="cuda"))
+        opt.zero_grad()
+        loss.backward()
+        optim.clip_grad_norm(model.parameters(), clip)
+        opt.step()
+        return loss.item()  # copies the loss back: waits for every launch of the step
+
+    def launches(x: np.ndarray, y: np.ndarray) -> int:
+        count = [0]
+
+        def counted(fn):
+            def launch(*args):
+                count[0] += 1
+                return fn(*args)
+            return launch
+        with tg.kernels.use("cuda", **{name: counted(fn) for name, fn in tg.kernels.on("cuda").items()}):
+            step(x, y)
+        return count[0]
+    return step, launches
+
+
+def simulated_training_step() -> int:
+    """One step of a tiny GPT on device="cuda" (the simulator) and on the CPU, from the same weights: the first
+    step's losses must agree."""
+    import teenygrad as tg
+    from teenygrad.gpt import GPT, GPTConfig
+    cfg = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16)
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 11, (2, 8)), rng.integers(0, 11, (2, 8))
+    step, launches = teenygrad_cuda_step(cfg)
+    gpu_loss, n = step(x, y), launches(x, y)
+    tg.manual_seed(0)
+    model = GPT(cfg)
+    _, loss = model(tg.tensor(x), tg.tensor(y))  # the same first step on the CPU
+    loss.backward()
+    cpu_loss = loss.item()
+    print(f"  training step of a 1-layer, 16-wide GPT on cuda: loss {gpu_loss:.5f} (CPU {cpu_loss:.5f}), "
+          f"{n} kernel launches a step")
+    if abs(gpu_loss - cpu_loss) > 1e-4:
+        print("the GPU's training step gave another loss than the CPU's", file=sys.stderr)
+        return 1
+    return 0
+
+
+def measure_training(record: dict, steps: int = 20) -> None:
+    """The training step of each model in TRAINING on this GPU, teenygrad's and PyTorch eager's alternating over the
+    same batches (PyTorch in a process of its own), into record["training"]."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gpt as book  # benchmarks/gpt.py: the batches and PyTorch's model
+
+    from teenygrad.gpt import GPTConfig
+
+    from _timing import alternate
+    record["training"] = {}
+    for name, (shape, batch) in TRAINING.items():
+        cfg = GPTConfig(vocab_size=73, **shape)
+        data = book.batches(steps + 3, cfg=cfg, batch=batch)
+        step, launches = teenygrad_cuda_step(cfg)
+        timed_steps = {"teenygrad": step}
+        try:
+            child, label = book.torch_child(cfg, clip=1.0, device="cuda")
+            timed_steps[label] = child
+        except ImportError:
+            child, label = None, None
+        times = alternate(timed_steps, data, warmup=3)[0]
+        if child:
+            child.close()
+        row = {"config": {**shape, "batch": batch}, "launches_per_step": launches(*data[0]),
+               "teenygrad_ms": statistics.median(times["teenygrad"]) * 1e3}
+        if label:
+            row["reference"] = label
+            row["torch_ms"] = statistics.median(times[label]) * 1e3
+            row["of_torch"] = row["teenygrad_ms"] / row["torch_ms"]  # > 1: slower than PyTorch eager
+        record["training"][name] = row
+        print(f"training step, {name}: teenygrad {row['teenygrad_ms']:.1f} ms ({row['launches_per_step']} launches)"
+              + (f", {label} {row['torch_ms']:.1f} ms: {row['of_torch']:.2f}x its time" if label else ""))
 
 
 def simulate() -> int:
@@ -53,6 +151,8 @@ def simulate() -> int:
         if err > 1e-4:
             print(f"sgemm {name} gave wrong values", file=sys.stderr)
             return 1
+    if simulated_training_step():
+        return 1
     x = rng.standard_normal((3, 40), np.float32)
     sums, soft = np.zeros(3, np.float32), np.zeros_like(x)
     reduce.sum_rows(x, sums, threads=16)
@@ -360,6 +460,7 @@ def main() -> int:
     if args.ptx:
         return ptx_report()
     record = measure(args.size)
+    measure_training(record)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"recorded in {args.out}")
