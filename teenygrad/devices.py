@@ -28,8 +28,10 @@ def check(device: object) -> str:
 
 
 def of(buf: Buffer) -> str:
-    """The device a buffer lives on."""
-    return "cpu" if isinstance(buf, np.ndarray) else "cuda"
+    """The device a buffer lives on: "cuda" for a numba-cuda device array (a GPU's or the simulator's), else "cpu"
+    (a numpy array, or the placeholder buffer of a tensor traced by `teenygrad.compile`, which compiles for the CPU).
+    Asked of the buffer's type: a traced tensor's placeholder refuses every attribute asked of it."""
+    return "cuda" if hasattr(type(buf), "copy_to_host") else "cpu"
 
 
 def _cuda():
