@@ -136,6 +136,20 @@ for dtype in (np.float32, np.float64):
     gpu.KERNELS["attention"](qkv._buf.reshape(2, 6, 12), 2, y._buf.reshape(2, 6, 4), att_dev)
     report.setdefault("att", []).append(att_dev.copy_to_host().tolist())
 
+# ---- grids smaller than the work: the kernels' grid-stride loops cover the rest -----------------------------------
+from teenygrad.kernels.cuda import fused as gpu_fused, matmul as gpu_matmul, optim as gpu_optim
+gpu_fused.MAX_BLOCKS, gpu_matmul._GRID_CAP, gpu_optim.PARTIALS = 2, 1, 2
+run_graph("small grid: batched (3,9,4)@(3,4,6)", np.float64, [rand((3, 9, 4), np.float64), rand((3, 4, 6), np.float64)],
+          lambda a, b: a @ b)
+run_graph("small grid: layer_norm (5, 11)", np.float32, [rand((5, 11)), 1 + rand(11) / 4, rand(11)],
+          lambda x, w, b: F.layer_norm(x, w, b))
+run_graph("small grid: rms_norm (5, 11)", np.float32, [rand((5, 11)), 1 + rand(11) / 4], lambda x, w: F.rms_norm(x, w))
+run_graph("small grid: attention", np.float32, [rand((1, 4, 6))], lambda qkv: F.causal_self_attention(qkv, 1))
+big = rand(300)
+case("small grid: sum_of_squares", np.float32, [float((big.astype(np.float64) ** 2).sum())],
+     [gpu.KERNELS["sum_of_squares"](cuda.to_device(big))], ["cuda"])
+gpu_fused.MAX_BLOCKS, gpu_matmul._GRID_CAP, gpu_optim.PARTIALS = 65535, 65535, 8
+
 # ---- optimizers: two steps on each device from the same parameters and gradients ---------------------------------
 def opt_case(name, make, dtype=np.float32, clip=None):
     values = [rand((3, 4), dtype), rand(5, dtype), rand(1, dtype)]
@@ -230,6 +244,12 @@ def test_an_empty_inner_dimension_gives_zeros(simulated):
 @pytest.mark.parametrize("prefix", ["linear", "layer_norm", "rms_norm", "attention"])
 def test_fused_ops_and_their_gradients_match_the_cpu(simulated, prefix):
     for c in _cases(simulated, prefix):
+        _same(c)
+
+
+def test_grids_smaller_than_the_work_cover_it(simulated):
+    assert len(_cases(simulated, "small grid")) == 5
+    for c in _cases(simulated, "small grid"):
         _same(c)
 
 

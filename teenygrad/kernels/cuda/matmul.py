@@ -35,6 +35,7 @@ import numpy as np
 
 from teenygrad.edition import exercise
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
+from teenygrad.kernels.cuda.launch import launch_config
 
 # Vector loads from shared memory (`ld.shared.v4.f32`: 4 floats, 16 bytes, one instruction) need two things the
 # compiler can see: the shared array is 16-byte aligned, and the index is a multiple of 4 floats. numba gives both
@@ -459,9 +460,10 @@ def _zero_kernel(out):
 
 
 def _zero(out) -> None:
-    flat = out.reshape(out.size)
-    blocks = min(-(-out.size // 32), 1024)
-    _zero_kernel[blocks, 32 if SIMULATED else 256](flat)
+    if out.size == 0:
+        return
+    grid, block = launch_config((out.size,), 32 if SIMULATED else 256)
+    _zero_kernel[grid, block](out.reshape(out.size))
 
 
 def matmul_batched(a, b, out) -> None:
@@ -469,6 +471,8 @@ def matmul_batched(a, b, out) -> None:
     arrays (the CPU kernels' convention): one launch of the tiled kernel, the batch on the grid's z axis; out is
     overwritten (zeros when K == 0)."""
     B, M, N = out.shape
+    if out.size == 0:  # nothing to compute (and a grid of 0 blocks does not launch)
+        return
     if a.shape[2] == 0:
         _zero(out)
         return
@@ -480,6 +484,8 @@ def matmul_op(a, b, out) -> None:
     """out = a @ b for contiguous a: (M, K), b: (K, N), out: (M, N) device arrays, the table's `matmul`: float32 on
     the ladder's top rung (its tiles smaller in the simulator), float64 on the tiled kernel; zeros when K == 0."""
     M, K = a.shape
+    if out.size == 0:
+        return
     if K == 0:
         _zero(out)
     elif out.dtype == np.float32:

@@ -45,7 +45,9 @@ def sgd_update(p, g, buf, lr: float, momentum: float, weight_decay: float) -> No
     if n:
         t = np.dtype(p.dtype).type
         grid, block = _grid(n)
-        sgd_kernel[grid, block](p, g, buf, t(lr), t(momentum), t(weight_decay))
+        # without momentum the kernel never touches buf, which is then empty: g stands in for it, so that no
+        # zero-size array is launched with
+        sgd_kernel[grid, block](p, g, buf if momentum else g, t(lr), t(momentum), t(weight_decay))
 
 
 @cuda.jit
