@@ -23,8 +23,10 @@ def _matrix(x: Tensor) -> np.ndarray:
     matmul kernels pack their operands into blocks anyway, so they can read any layout. A kernel swapped in
     with `kernels.use(matmul=...)` gets contiguous arrays, as documented; so does a tensor with a negative
     stride (numpy views must start at their lowest address here). On the GPU, always contiguous."""
-    if x.is_contiguous() or x.device != "cpu":
+    if x.is_contiguous():
         return array(x)
+    if x.device != "cpu":  # the GPU's kernels take contiguous arrays: a transposed or sliced view is copied
+        return array(contiguous(x))
     if min(x.strides) < 0 or KERNELS["matmul"] is not DEFAULTS["matmul"]:
         return array(contiguous(x))
     item = x._buf.itemsize

@@ -33,6 +33,15 @@ KERNELS: dict[str, Callable] = {
     "matmul": matmul.matmul,
 }
 
+# ---- the op layer's products, fused transformer ops and optimizer updates (float32 and float64) -------------------
+# matmul (float32 up the ladder, float64 on a tiled kernel) and matmul_batched (the batch on the grid's z axis):
+# cuda/matmul.py's `matmul_op` and `matmul_batched`; add_bias, layer_norm, rms_norm, attention and the backward
+# kernels the op layer's rules launch (cuda/fused.py); sgd_update, adam_update, sum_of_squares, scale (cuda/optim.py)
+from teenygrad.kernels.cuda import fused, optim  # noqa: E402 - kept in this block, beside the entries it adds
+
+KERNELS.update({"matmul": matmul.matmul_op, "matmul_batched": matmul.matmul_batched, **fused.KERNELS, **optim.KERNELS})
+# ---- end of the op layer's products, fused ops and optimizer updates ------------------------------------------------
+
 
 def use(**kernels: Callable) -> ContextManager[None]:
     """Swap GPU kernels in `KERNELS` for a `with` block (the old ones come back afterwards, even on an error)."""
