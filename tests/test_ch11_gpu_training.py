@@ -20,6 +20,7 @@ from conftest import REPO
 CHILD = r'''
 import json, os, sys
 os.environ["TEENYGRAD_CUDA"] = "sim"
+sys.setswitchinterval(5e-5)  # the simulator's threads wait at syncthreads holding the GIL: switch often (~5x faster)
 import numpy as np
 import teenygrad as tg
 from teenygrad import optim
