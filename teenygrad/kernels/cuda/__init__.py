@@ -1,4 +1,5 @@
-"""teenygrad's GPU kernels in numba-cuda (chapter 11): elementwise ops, reductions, the softmax, the SGEMM ladder.
+"""teenygrad's GPU kernels in numba-cuda (chapter 11): the op layer's kernels (elementwise, reductions and softmax,
+movement, cross-entropy), chapter 11's row reductions and softmax, the SGEMM ladder.
 
 Importing this module imports numba.cuda; importing `teenygrad` does not. Where they run is decided first
 (`device.py`): on a GPU when a CUDA driver is found, else in numba-cuda's simulator, which runs every block's
@@ -7,11 +8,21 @@ variable TEENYGRAD_CUDA = auto (the default) | sim | gpu chooses by hand.
 
 Calling conventions: the CPU kernels' (teenygrad/kernels/__init__.py) where the op exists there; arrays are numba
 device arrays (`cuda.to_device`) or numpy arrays (copied to the device and back around each launch: fine for tests,
-slow for real work), float32 unless said otherwise, and the launcher never allocates its output.
-    elementwise (elementwise.py): unary fn(shape, x, x_strides, x_offset, out),
-        binary fn(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
-    reductions (reduce.py): sum_rows(x, out) and softmax_rows(x, out) over the rows of a contiguous (M, N) x;
-        sum_rows_warp(x, out) the same sum with warp shuffles, on a GPU only (sum_rows is its twin in the simulator)
+slow for real work), shapes, strides and index arrays int64, and the launcher never allocates its output.
+    elementwise (elementwise.py), float32, float64, int64 where the CPU allows it:
+        unary neg exp log sqrt tanh sigmoid relu gelu abs: fn(shape, x, x_strides, x_offset, out),
+        binary add sub mul div pow maximum, comparisons eq ne lt le gt ge (1 or 0 in the operands' dtype) and
+        gelu_backward (x, then g): fn(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+    reductions (reduce.py): sum max argmax fn(x, x_offset, M, sm, N, sn, out) over the last axis of an (M, N)
+        strided view (argmax's out int64, the first maximum); softmax log_softmax, the same arguments, out contiguous
+        (M*N,); softmax_backward log_softmax_backward (y, g, M, N, dx), all contiguous. Chapter 11's own:
+        sum_rows(x, out) and softmax_rows(x, out) over the rows of a contiguous float32 (M, N) x; sum_rows_warp(x,
+        out) the same sum with warp shuffles, on a GPU only (sum_rows is its twin in the simulator)
+    movement (movement.py): copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset) (and dtype
+        casts), gather(x, idx, out, outer, n_src, n_idx, inner), index_select(x, idx, out, outer, n_src, inner) and
+        their backwards, scatter_add(g, idx, out, outer, n_src, n_idx, inner) and index_add(g, idx, out, outer,
+        n_src, inner), which add into a zeroed out with atomics
+    losses (loss.py): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx)
     matmul (matmul.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N); `LADDER` holds every rung, from
         naive to double-buffered warp tiles, each a launcher fn(a, b, out, **tile sizes)
     launch configuration (launch.py): launch_config(shape, threads) -> (grid, block)
@@ -23,15 +34,24 @@ from __future__ import annotations
 from typing import Callable, ContextManager
 
 from teenygrad._swap import swapped
-from teenygrad.kernels.cuda import elementwise, launch, matmul, reduce
+from teenygrad.kernels.cuda import elementwise, launch, loss, matmul, movement, reduce
 from teenygrad.kernels.cuda.device import SIMULATED, describe
 from teenygrad.kernels.cuda.matmul import LADDER
 
 KERNELS: dict[str, Callable] = {
-    **elementwise.UNARY, **elementwise.BINARY,
-    "sum": reduce.sum_rows, "softmax": reduce.softmax_rows,
     "matmul": matmul.matmul,
 }
+
+# ---- the op layer's kernels (elementwise, reductions and softmax, movement, loss): the CPU table's names and
+# calling conventions, so that every op of teenygrad.ops runs on "cuda" (chapter 11's sum_rows and softmax_rows
+# stay in reduce.py, for the chapter and its exercise; "sum" and "softmax" are the strided launchers)
+KERNELS.update({
+    **elementwise.UNARY, **elementwise.BINARY, **elementwise.COMPARISONS, "gelu_backward": elementwise.GELU_BACKWARD,
+    **reduce.KERNELS,  # sum max argmax softmax log_softmax softmax_backward log_softmax_backward
+    **movement.KERNELS,  # copy gather index_select scatter_add index_add
+    **loss.KERNELS,  # cross_entropy cross_entropy_backward
+})
+# ---- end of the op layer's kernels
 
 
 def use(**kernels: Callable) -> ContextManager[None]:
@@ -39,4 +59,5 @@ def use(**kernels: Callable) -> ContextManager[None]:
     return swapped(KERNELS, "GPU kernel", **kernels)
 
 
-__all__ = ["KERNELS", "LADDER", "SIMULATED", "describe", "elementwise", "launch", "matmul", "reduce", "use"]
+__all__ = ["KERNELS", "LADDER", "SIMULATED", "describe", "elementwise", "launch", "loss", "matmul", "movement",
+           "reduce", "use"]
