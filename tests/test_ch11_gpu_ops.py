@@ -24,14 +24,15 @@ SEED = 11
 
 CASES = r'''
 def cases(tg, np, device, seed):
-    """{case name: [dtype name, nested list]} for the ops below, on `device`, from data drawn from `seed`."""
+    """{case name: [dtype name, nested list, the result's device]} for the ops below, on `device`, from data drawn
+    from `seed` (an error case: ["raised", what was raised, device])."""
     import operator
     rng = np.random.default_rng(seed)
     out = {}
 
     def put(name, t):
-        arr = t.numpy() if hasattr(t, "numpy") else np.asarray(t)
-        out[name] = [str(arr.dtype), arr.tolist()]
+        arr = t.numpy()
+        out[name] = [str(arr.dtype), arr.tolist(), t.device]
 
     def T(arr, requires_grad=False):
         return tg.tensor(arr, device=device, requires_grad=requires_grad)
@@ -135,14 +136,15 @@ def cases(tg, np, device, seed):
         put(f"cross_entropy backward {R}x{C}", logits.grad)
 
     # the errors the CPU raises
-    for name, fn in [("gather out of range", lambda: T(np.ones((2, 3), np.float32)).gather(1, T(np.array([[0], [3]])))),
-                     ("index_select out of range", lambda: T(np.ones((2, 3), np.float32)).index_select(0, [0, -3])),
-                     ("bad target of cross_entropy", lambda: T(np.ones((2, 3), np.float32)).cross_entropy(T([0, 3])))]:
+    two_by_three = T(np.ones((2, 3), np.float32))
+    for name, fn in [("error gather out of range", lambda: two_by_three.gather(1, T(np.array([[0], [3]])))),
+                     ("error index_select out of range", lambda: two_by_three.index_select(0, [0, -3])),
+                     ("error bad target of cross_entropy", lambda: two_by_three.cross_entropy(T([0, 3])))]:
         try:
             fn()
-            out[name] = ["raised", "nothing"]
+            out[name] = ["raised", "nothing", device]
         except IndexError as error:
-            out[name] = ["raised", "IndexError" + (" out of range" if "out of range" in str(error) else "")]
+            out[name] = ["raised", "IndexError" + (" out of range" if "out of range" in str(error) else ""), device]
     return out
 '''
 
@@ -188,9 +190,9 @@ def compare(gpu: dict, cpu: dict, prefix: str) -> int:
     names = [name for name in cpu if name.startswith(prefix)]
     assert names, prefix
     for name in names:
-        (g_dtype, g), (c_dtype, c) = gpu["cases"][name], cpu[name]
-        assert g_dtype == c_dtype, (name, g_dtype, c_dtype)
-        if c_dtype in ("int64", "str") or not isinstance(c, (list, float)):
+        (g_dtype, g, g_device), (c_dtype, c, c_device) = gpu["cases"][name], cpu[name]
+        assert (g_dtype, g_device, c_device) == (c_dtype, "cuda", "cpu"), (name, g_dtype, c_dtype, g_device)
+        if c_dtype == "int64":
             assert g == c, name
             continue
         tol = 1e-5 if c_dtype == "float32" else 1e-12
@@ -239,8 +241,8 @@ def test_cross_entropy_matches_the_cpu(gpu, cpu):
 
 
 def test_out_of_range_indices_raise_as_on_the_cpu(gpu, cpu):
-    for name in ("gather out of range", "index_select out of range", "bad target of cross_entropy"):
-        assert gpu["cases"][name] == cpu[name] == ["raised", "IndexError out of range"], name
+    for name in ("error gather out of range", "error index_select out of range", "error bad target of cross_entropy"):
+        assert gpu["cases"][name][:2] == cpu[name][:2] == ["raised", "IndexError out of range"], name
 
 
 def test_an_op_on_two_devices_names_both(gpu):

@@ -1,7 +1,8 @@
 """Elementwise kernels on the GPU: one thread an output element, over strided, broadcast views (chapter 11).
 
 The calling convention is the CPU kernels' (teenygrad/kernels/__init__.py): a strided operand is
-(buffer, strides, offset), `shape` and the strides are int64 arrays, `out` is contiguous and row-major. Each thread
+(buffer, strides, offset), `shape` and the strides are int64 arrays (the launchers pass them on as tuples: `ints`),
+`out` is contiguous and row-major. Each thread
 turns its flat output index into the operands' offsets, digit by digit of `shape`, as chapter 2's view did on the
 CPU. The grid has a fixed number of blocks and each thread walks the output with a stride of the whole grid (a
 grid-stride loop): any size runs on any launch, and neighbouring threads write neighbouring elements, so a warp's
@@ -29,7 +30,7 @@ from teenygrad.kernels.elementwise import GELU_A, GELU_K  # GELU's constants, wr
 def strided_offset(flat, shape, strides, offset):
     """The buffer position of the element at row-major position `flat` of `shape`."""
     pos = offset
-    for d in range(shape.shape[0] - 1, -1, -1):  # the last axis varies fastest
+    for d in range(len(shape) - 1, -1, -1):  # the last axis varies fastest
         pos += (flat % shape[d]) * strides[d]
         flat //= shape[d]
     return pos
@@ -197,12 +198,19 @@ def _launch(kernel, n: int, *args) -> None:
     kernel[blocks, threads](*args)
 
 
+def ints(values) -> tuple[int, ...]:
+    """A shape or strides (an int64 array, as the op layer hands them) as a tuple of ints, which a kernel receives
+    by value, in its arguments: a numpy array would be copied to the GPU and back around every launch, and the copy
+    back waits for the kernel. (numba compiles a kernel once for each tuple length: once a rank.)"""
+    return tuple(int(v) for v in values)
+
+
 def unary(name: str) -> Callable:
     """The launcher of unary op `name`: fn(shape, x, x_strides, x_offset, out) (the CPU kernels' convention)."""
     kernel = UNARY_KERNELS[name]
 
     def launch(shape, x, x_strides, x_offset, out) -> None:
-        _launch(kernel, int(np.prod(shape)), shape, x, x_strides, x_offset, out)
+        _launch(kernel, int(np.prod(shape)), ints(shape), x, ints(x_strides), x_offset, out)
     launch.__name__ = name
     return launch
 
@@ -212,7 +220,8 @@ def binary(name: str) -> Callable:
     kernel = BINARY_KERNELS[name]
 
     def launch(shape, a, a_strides, a_offset, b, b_strides, b_offset, out) -> None:
-        _launch(kernel, int(np.prod(shape)), shape, a, a_strides, a_offset, b, b_strides, b_offset, out)
+        _launch(kernel, int(np.prod(shape)), ints(shape), a, ints(a_strides), a_offset, b, ints(b_strides), b_offset,
+                out)
     launch.__name__ = name
     return launch
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from teenygrad.kernels.cuda.device import cuda
-from teenygrad.kernels.cuda.elementwise import flat_config, strided_offset
+from teenygrad.kernels.cuda.elementwise import flat_config, ints, strided_offset
 
 
 @cuda.jit
@@ -43,7 +43,7 @@ def copy(shape: np.ndarray, src, src_strides: np.ndarray, src_offset: int, dst, 
     dst is written. Thread j takes the j-th index in row-major order of `shape`."""
     n = int(np.prod(shape))
     blocks, threads = flat_config(n)
-    copy_kernel[blocks, threads](shape, src, src_strides, src_offset, dst, dst_strides, dst_offset, n)
+    copy_kernel[blocks, threads](ints(shape), src, ints(src_strides), src_offset, dst, ints(dst_strides), dst_offset, n)
 
 
 @cuda.jit(device=True)
