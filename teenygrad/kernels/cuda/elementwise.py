@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from teenygrad.devices import Buffer
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
 from teenygrad.kernels.elementwise import GELU_A, GELU_K  # GELU's constants, written once (the CPU's module)
 
@@ -193,12 +194,12 @@ def flat_config(n: int) -> tuple[int, int]:
     return max(1, min(-(-n // THREADS), MAX_BLOCKS)), THREADS
 
 
-def _launch(kernel, n: int, *args) -> None:
+def _launch(kernel: Callable, n: int, *args: object) -> None:
     blocks, threads = flat_config(n)
     kernel[blocks, threads](*args)
 
 
-def ints(values) -> tuple[int, ...]:
+def ints(values: np.ndarray | tuple[int, ...]) -> tuple[int, ...]:
     """A shape or strides (an int64 array, as the op layer hands them) as a tuple of ints, which a kernel receives
     by value, in its arguments: a numpy array would be copied to the GPU and back around every launch, and the copy
     back waits for the kernel. (numba compiles a kernel once for each tuple length: once a rank.)"""
@@ -209,7 +210,7 @@ def unary(name: str) -> Callable:
     """The launcher of unary op `name`: fn(shape, x, x_strides, x_offset, out) (the CPU kernels' convention)."""
     kernel = UNARY_KERNELS[name]
 
-    def launch(shape, x, x_strides, x_offset, out) -> None:
+    def launch(shape: np.ndarray, x: Buffer, x_strides: np.ndarray, x_offset: int, out: Buffer) -> None:
         _launch(kernel, int(np.prod(shape)), ints(shape), x, ints(x_strides), x_offset, out)
     launch.__name__ = name
     return launch
@@ -219,7 +220,8 @@ def binary(name: str) -> Callable:
     """The launcher of binary op `name`: fn(shape, a, a_strides, a_offset, b, b_strides, b_offset, out)."""
     kernel = BINARY_KERNELS[name]
 
-    def launch(shape, a, a_strides, a_offset, b, b_strides, b_offset, out) -> None:
+    def launch(shape: np.ndarray, a: Buffer, a_strides: np.ndarray, a_offset: int, b: Buffer, b_strides: np.ndarray,
+               b_offset: int, out: Buffer) -> None:
         _launch(kernel, int(np.prod(shape)), ints(shape), a, ints(a_strides), a_offset, b, ints(b_strides), b_offset,
                 out)
     launch.__name__ = name

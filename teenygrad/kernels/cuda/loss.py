@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from teenygrad.devices import Buffer
 from teenygrad.kernels.cuda.device import cuda
 from teenygrad.kernels.cuda.elementwise import MAX_BLOCKS, THREADS, flat_config
 from teenygrad.kernels.cuda.reduce import block_max, block_sum, row_threads
@@ -55,7 +56,7 @@ def cross_entropy_backward_kernel(x, t, lse, scale, dx, n, C):
         dx[i] = v
 
 
-def cross_entropy(x, t, lse, losses) -> None:
+def cross_entropy(x: Buffer, t: Buffer, lse: Buffer, losses: Buffer) -> None:
     """lse[r] = log sum_c e^{x[r, c]} (stably), losses[r] = lse[r] - x[r, t[r]]: x contiguous (R, C), R = len(t);
     lse and losses float64 (R,). A target outside [0, C) raises IndexError."""
     R = t.shape[0]
@@ -66,7 +67,7 @@ def cross_entropy(x, t, lse, losses) -> None:
         raise IndexError("cross_entropy: target class out of range")
 
 
-def cross_entropy_backward(x, t, lse, scale: float, dx) -> None:
+def cross_entropy_backward(x: Buffer, t: Buffer, lse: Buffer, scale: float, dx: Buffer) -> None:
     """dx[r, c] = (e^{x[r, c] - lse[r]} - [c == t[r]]) * scale for the contiguous (R, C) x and dx."""
     n = x.shape[0]
     blocks, threads = flat_config(n)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teenygrad.devices import Buffer
 from teenygrad.kernels.cuda.device import cuda
 from teenygrad.kernels.cuda.elementwise import flat_config, ints, strided_offset
 
@@ -37,7 +38,7 @@ def copy_kernel(shape, src, src_strides, src_offset, dst, dst_strides, dst_offse
         dst[strided_offset(i, shape, dst_strides, dst_offset)] = src[strided_offset(i, shape, src_strides, src_offset)]
 
 
-def copy(shape: np.ndarray, src, src_strides: np.ndarray, src_offset: int, dst, dst_strides: np.ndarray,
+def copy(shape: np.ndarray, src: Buffer, src_strides: np.ndarray, src_offset: int, dst: Buffer, dst_strides: np.ndarray,
          dst_offset: int) -> None:
     """The strided copy: dst(i) = src(i) for every index i of `shape`, converting to dst's dtype; nothing else of
     dst is written. Thread j takes the j-th index in row-major order of `shape`."""
@@ -86,13 +87,13 @@ def _checked(op: str, kernel, n: int, *args) -> None:
         raise IndexError(f"{op}: index out of range")
 
 
-def gather(x, idx, out, outer: int, n_src: int, n_idx: int, inner: int) -> None:
+def gather(x: Buffer, idx: Buffer, out: Buffer, outer: int, n_src: int, n_idx: int, inner: int) -> None:
     """out[o, k, i] = x[o, idx[o, k, i], i]: x contiguous (outer, n_src, inner), idx and out (outer, n_idx, inner)."""
     n = outer * n_idx * inner
     _checked("gather", gather_kernel, n, x, idx, out, n, n_src, n_idx, inner)
 
 
-def index_select(x, idx, out, outer: int, n_src: int, inner: int) -> None:
+def index_select(x: Buffer, idx: Buffer, out: Buffer, outer: int, n_src: int, inner: int) -> None:
     """out[o, k, i] = x[o, idx[k], i]: x contiguous (outer, n_src, inner), idx int64 (n_idx,), out
     (outer, n_idx, inner). An embedding lookup: each row of x a token's vector."""
     n = outer * idx.shape[0] * inner
@@ -118,7 +119,7 @@ def index_add_kernel(g, idx, out, n, n_src, inner):
             cuda.atomic.add(out, (o * n_src + dst) * inner + i, g[j])
 
 
-def scatter_add(g, idx, out, outer: int, n_src: int, n_idx: int, inner: int) -> None:
+def scatter_add(g: Buffer, idx: Buffer, out: Buffer, outer: int, n_src: int, n_idx: int, inner: int) -> None:
     """gather's backward: out[o, idx[o, k, i], i] += g[o, k, i]; out (outer, n_src, inner), zeroed by the caller;
     g and idx contiguous (outer, n_idx, inner)."""
     n = outer * n_idx * inner
@@ -126,7 +127,7 @@ def scatter_add(g, idx, out, outer: int, n_src: int, n_idx: int, inner: int) -> 
     scatter_add_kernel[blocks, threads](g, idx, out, n, n_src, n_idx, inner)
 
 
-def index_add(g, idx, out, outer: int, n_src: int, inner: int) -> None:
+def index_add(g: Buffer, idx: Buffer, out: Buffer, outer: int, n_src: int, inner: int) -> None:
     """index_select's backward (the embedding's gradient): out[o, idx[k], i] += g[o, k, i]; out (outer, n_src,
     inner), zeroed by the caller; g contiguous (outer, n_idx, inner), idx int64 (n_idx,)."""
     n = outer * idx.shape[0] * inner

@@ -4,6 +4,10 @@ A thread first folds a strided slice of the row (thread t takes elements t, t + 
 read neighbouring elements, coalesced), then the block combines its `threads` partial values in a tree: in each
 round the first half of the threads add the second half's values to theirs, log2(threads) rounds in all, with a
 `syncthreads` between rounds (a round reads what the last one wrote). `threads` is a power of two.
+
+Chapter 11's kernels (`sum_rows`, `softmax_rows`, `sum_rows_warp`) take a contiguous float32 matrix. The op layer's
+(the second half: sum max argmax softmax log_softmax and the softmax backwards, `KERNELS`) take the CPU kernels'
+strided (M, N) convention and any of the package's dtypes, built on the same tree (`block_sum`, `block_max`).
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from teenygrad.devices import Buffer
 from teenygrad.edition import exercise
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
 from teenygrad.kernels.cuda.elementwise import MAX_BLOCKS, THREADS, flat_config
@@ -337,7 +342,7 @@ def row_threads(N: int) -> int:
 
 
 def _reduction(op: str) -> Callable:
-    def launch(x, x_offset: int, M: int, sm: int, N: int, sn: int, out) -> None:
+    def launch(x: Buffer, x_offset: int, M: int, sm: int, N: int, sn: int, out: Buffer) -> None:
         if sm != 0 and abs(sm) < abs(sn) and M >= WARP:  # rows closer than columns, and a warp's worth of rows
             blocks, threads = flat_config(M)
             column_kernels(str(x.dtype))[op][blocks, threads](x, x_offset, M, sm, N, sn, out)
@@ -352,25 +357,25 @@ def _reduction(op: str) -> Callable:
 reduce_sum, reduce_max, reduce_argmax = _reduction("sum"), _reduction("max"), _reduction("argmax")
 
 
-def softmax(x, x_offset: int, M: int, sm: int, N: int, sn: int, out) -> None:
+def softmax(x: Buffer, x_offset: int, M: int, sm: int, N: int, sn: int, out: Buffer) -> None:
     """out[m*N + n] = softmax of row m of the (M, N) view, stable (the row's max subtracted first); out contiguous."""
     if M and N:
         row_kernels(str(x.dtype))["softmax"][min(M, MAX_BLOCKS), row_threads(N)](x, x_offset, M, sm, N, sn, out, False)
 
 
-def log_softmax(x, x_offset: int, M: int, sm: int, N: int, sn: int, out) -> None:
+def log_softmax(x: Buffer, x_offset: int, M: int, sm: int, N: int, sn: int, out: Buffer) -> None:
     """out[m*N + n] = (x(m, n) - max) - log sum_k exp(x(m, k) - max): the log-softmax of each row, stable."""
     if M and N:
         row_kernels(str(x.dtype))["softmax"][min(M, MAX_BLOCKS), row_threads(N)](x, x_offset, M, sm, N, sn, out, True)
 
 
-def softmax_backward(y, g, M: int, N: int, dx) -> None:
+def softmax_backward(y: Buffer, g: Buffer, M: int, N: int, dx: Buffer) -> None:
     """dx = y * (g - sum_n g*y) row by row, y = softmax(x); y, g, dx contiguous (M*N,)."""
     if M and N:
         row_kernels(str(y.dtype))["softmax_backward"][min(M, MAX_BLOCKS), row_threads(N)](y, g, M, N, dx, False)
 
 
-def log_softmax_backward(y, g, M: int, N: int, dx) -> None:
+def log_softmax_backward(y: Buffer, g: Buffer, M: int, N: int, dx: Buffer) -> None:
     """dx = g - exp(y) * sum_n g row by row, y = log_softmax(x); y, g, dx contiguous (M*N,)."""
     if M and N:
         row_kernels(str(y.dtype))["softmax_backward"][min(M, MAX_BLOCKS), row_threads(N)](y, g, M, N, dx, True)
