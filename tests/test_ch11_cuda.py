@@ -140,8 +140,12 @@ def test_row_sums_and_the_stable_softmax(simulated):
 
 
 def test_elementwise_reads_strided_broadcast_views(simulated):
+    """(The comparisons and gelu_backward, and the other dtypes, are checked through the op layer against the CPU's
+    kernels in test_ch11_gpu_ops.py.)"""
     ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
-           "neg": np.negative, "exp": np.exp, "relu": lambda v: np.maximum(v, 0), "tanh": np.tanh}
+           "pow": np.power, "neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+           "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "relu": lambda v: np.maximum(v, 0), "abs": np.abs,
+           "gelu": lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))}
     assert {name for name, *_ in simulated["ew"]} == set(ops)
     for name, base, row, out in simulated["ew"]:
         base = np.array(base, np.float32)
@@ -149,7 +153,7 @@ def test_elementwise_reads_strided_broadcast_views(simulated):
             want = ops[name](base.reshape(4, 3).T, np.array(row, np.float32)[None, :])
         else:  # base[1::2] read as a (2, 3) array with strides (6, 2)
             want = ops[name](np.lib.stride_tricks.as_strided(base[1:], (2, 3), (24, 8)))
-        np.testing.assert_allclose(out, want.ravel(), rtol=1e-6, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(out, want.ravel(), rtol=1e-6, atol=1e-6, err_msg=name)  # nan where numpy's is
 
 
 def test_the_warp_shuffle_sum_names_its_twin_in_the_simulator(simulated):
