@@ -41,8 +41,10 @@ from conftest import REPO
 # device choice, launch configurations, elementwise kernels on strided views, reductions and the softmax, the
 # SGEMM ladder, the traffic counter, the recorded results): 8,352. Then +175 for the ladder's rungs beyond 2-D blocking
 # (issue 36: vectorised shared-memory loads as a flag of the blocked kernel, warp tiling and double buffering from
-# one kernel factory) and the warp-shuffle row sum (GPU only, sum_rows its twin): 8,527.
-MAX_PACKAGE_LINES = 8600  # 8,527 code lines, + ~0.9% headroom
+# one kernel factory) and the warp-shuffle row sum (GPU only, sum_rows its twin): 8,527. Then +927 for tensors on a
+# GPU (issue 37): devices.py and the op layer's device dimension, and the GPU's kernel table, every op the GPT uses
+# forward and backward (cuda/elementwise, reduce, movement, loss, fused, optim, the products): 9,454.
+MAX_PACKAGE_LINES = 9550  # 9,454 code lines, + ~1% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 # statements and their code lines: the test below checks code_lines on crafted sources made of them

@@ -7,11 +7,6 @@ must not import it: so everything runs in ONE child process with TEENYGRAD_CUDA=
 builds Tensors on "cuda" and on "cpu" from the same seeded random data, runs the same ops, forward and backward,
 on both, and hands back both results for the tests to compare. Shapes are small (every simulated thread is a Python
 thread) but include sizes that are not multiples of any tile, size-1 dims, K = 1 and rows longer than a block.
-
-A few GPU kernels these graphs pass through are another branch's work (the strided `copy` that makes a transposed
-operand contiguous, and the CPU convention's `sum` that gives a linear layer's bias its gradient): while the GPU
-table lacks them, the child fills them in with a stand-in that runs the CPU's kernel on host copies, and reports
-which it filled (`stand_ins`), so the kernels under test here are always the GPU's.
 """
 from __future__ import annotations
 
@@ -39,27 +34,8 @@ import teenygrad.kernels.cuda as gpu
 from teenygrad.kernels.cuda import reduce
 from teenygrad.kernels.cuda.device import cuda
 
-report = {"simulated": gpu.SIMULATED, "stand_ins": [], "cases": []}
+report = {"simulated": gpu.SIMULATED, "cases": []}
 
-
-def stand_in(name):
-    """The CPU's kernel `name` on host copies of the device arrays, written back into the device arrays it changed."""
-    cpu = kernels.KERNELS[name]
-    def run(*args):
-        host = [a.copy_to_host() if hasattr(a, "copy_to_host") else a for a in args]
-        cpu(*host)
-        for a, h in zip(args, host):
-            if hasattr(a, "copy_to_device"):
-                a.copy_to_device(h)
-    return run
-
-
-if "copy" not in gpu.KERNELS:
-    gpu.KERNELS["copy"] = stand_in("copy")
-    report["stand_ins"].append("copy")
-if gpu.KERNELS.get("sum") is reduce.sum_rows:  # chapter 11's sum_rows(x, out), not the op layer's convention
-    gpu.KERNELS["sum"] = stand_in("sum")
-    report["stand_ins"].append("sum")
 
 rng = np.random.default_rng(int(sys.argv[1]))
 
@@ -225,7 +201,6 @@ def _same(case: dict) -> None:
 
 def test_the_kernels_ran_in_the_simulator(simulated):
     assert simulated["simulated"]
-    assert set(simulated["stand_ins"]) <= {"copy", "sum"}  # another branch's kernels, and only those
 
 
 @pytest.mark.parametrize("prefix", ["matmul", "batched", "batch folded"])

@@ -106,6 +106,9 @@ def cases(tg, np, device, seed):
     y.backward()
     put("gelu tanh backward x", x.grad)
     put("gelu tanh backward bias", bias.grad)
+    x = T(rng.standard_normal((6, 5)).astype(np.float32), requires_grad=True)
+    (x.max(1) * T(rng.standard_normal(6).astype(np.float32))).sum().backward()  # max's rule scatters on the GPU
+    put("max backward", x.grad)
 
     # gather and index_select, forward and backward, with repeated and negative indices
     x = T(rng.standard_normal((4, 6, 3)).astype(np.float32), requires_grad=True)
@@ -225,7 +228,7 @@ def test_casts_and_copies_match_the_cpu(gpu, cpu, prefix):
     compare(gpu, cpu, prefix)
 
 
-@pytest.mark.parametrize("prefix", ["gather", "index_select", "gelu tanh backward"])
+@pytest.mark.parametrize("prefix", ["gather", "index_select", "gelu tanh backward", "max backward"])
 def test_indexing_and_backward_passes_match_the_cpu(gpu, cpu, prefix):
     compare(gpu, cpu, prefix)
 

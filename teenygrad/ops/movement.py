@@ -83,6 +83,8 @@ def scatter_add(g: Tensor, shape: tuple[int, ...], axis: int, index: Tensor) -> 
     IndexError (negative counts from the end). A position read n times gets the sum of its n gradients; one never
     read stays zero. Its loop is a numba kernel on flat numpy arrays: g and index as (outer, g.shape[axis], inner)
     blocks around `axis`, out as (outer, shape[axis], inner), row-major."""
+    if g.device != "cpu":  # (the book's piece also serves max's rule on the GPU: that device's kernel)
+        return scatter_on_device("scatter_add", g, shape, axis, index)
     axis = normalize_axis(axis, len(shape), "scatter_add")
     g = contiguous(g)
     out = zeros(shape, dtype=g.dtype)
