@@ -133,6 +133,7 @@ def measure_training(record: dict, steps: int = 20) -> None:
 
 def simulate() -> int:
     os.environ["TEENYGRAD_CUDA"] = "sim"
+    sys.setswitchinterval(5e-5)  # the simulator's threads wait at syncthreads holding the GIL: switch often (~5x)
     from teenygrad.kernels.cuda import LADDER, describe, reduce
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((10, 6), np.float32), rng.standard_normal((6, 9), np.float32)
