@@ -94,7 +94,70 @@ def simulated_training_step() -> int:
     if abs(gpu_loss - cpu_loss) > 1e-4:
         print("the GPU's training step gave another loss than the CPU's", file=sys.stderr)
         return 1
+    run = train_like_chapter9("cuda", steps=2, cpu_steps=2, val_n=1, cfg=GPTConfig(
+        vocab_size=73, block_size=8, n_layer=1, n_head=2, n_embd=16))  # chapter 9's run, its code path, tiny
+    print(f"  chapter 9's run, 2 steps of a tiny GPT on cuda: losses {[round(v, 5) for v in run['first_losses']]}, "
+          f"the CPU's within {run['first_max_diff']:.1e}")
+    if run["first_max_diff"] > 1e-4:
+        print("chapter 9's run on the GPU gave other losses than on the CPU", file=sys.stderr)
+        return 1
     return 0
+
+
+CH9_BAND = 1.9  # chapter 9's validation loss after its 2,000 steps is at most this (tests/test_ch09_gpt.py)
+
+
+def train_like_chapter9(device: str, steps: int = 2000, cpu_steps: int = 10, cfg=None, val_n: int = 50) -> dict:
+    """Chapter 9's Shakespeare run (its model, batches, AdamW, schedule and clipping) on `device`: the validation loss
+    after `steps` steps, and the first `cpu_steps` losses beside the same steps on the CPU from the same weights."""
+    import time
+
+    import teenygrad as tg
+    from teenygrad import optim
+    from teenygrad.datasets import load_shakespeare
+    from teenygrad.gpt import GPT, GPTConfig
+    BATCH, CONTEXT, LR, MIN_LR, WARMUP = 12, 64, 2e-3, 2e-4, 100
+    text = load_shakespeare()
+    chars = sorted(set(text))
+    code = {c: i for i, c in enumerate(chars)}
+    data = np.array([code[c] for c in text], dtype=np.int64)
+    train, val = data[:int(0.9 * len(data))], data[int(0.9 * len(data)):]
+    cfg = cfg or GPTConfig(vocab_size=len(chars), block_size=CONTEXT, n_layer=4, n_head=4, n_embd=128)
+
+    def batch(split, rng):
+        starts = rng.integers(0, len(split) - cfg.block_size - 1, BATCH)
+        return (np.stack([split[i:i + cfg.block_size] for i in starts]),
+                np.stack([split[i + 1:i + cfg.block_size + 1] for i in starts]))
+
+    val_rng = np.random.default_rng(1234)
+    val_batches = [batch(val, val_rng) for _ in range(val_n)]
+
+    def run(on: str, n: int):
+        tg.manual_seed(0)
+        model = GPT(cfg).to(on)
+        opt = optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99), weight_decay=0.1)
+        rng, losses = np.random.default_rng(0), []
+        for step in range(n):
+            opt.lr = optim.lr_at(step, steps, LR, warmup=WARMUP, min_lr=MIN_LR)
+            x, y = batch(train, rng)
+            _, loss = model(tg.tensor(x, device=on), tg.tensor(y, device=on))
+            opt.zero_grad()
+            loss.backward()
+            optim.clip_grad_norm(model.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+        return model, losses
+
+    start = time.perf_counter()
+    model, losses = run(device, steps)
+    seconds = time.perf_counter() - start
+    with tg.no_grad():
+        val_loss = float(np.mean([model(tg.tensor(x, device=device), tg.tensor(y, device=device))[1].item()
+                                  for x, y in val_batches]))
+    cpu_losses = run("cpu", min(cpu_steps, steps))[1]
+    first = losses[:len(cpu_losses)]
+    return {"steps": steps, "val_loss": val_loss, "minutes": seconds / 60, "first_losses": first,
+            "cpu_first_losses": cpu_losses, "first_max_diff": float(np.max(np.abs(np.subtract(first, cpu_losses))))}
 
 
 def measure_training(record: dict, steps: int = 20) -> None:
@@ -129,6 +192,11 @@ def measure_training(record: dict, steps: int = 20) -> None:
         record["training"][name] = row
         print(f"training step, {name}: teenygrad {row['teenygrad_ms']:.1f} ms ({row['launches_per_step']} launches)"
               + (f", {label} {row['torch_ms']:.1f} ms: {row['of_torch']:.2f}x its time" if label else ""))
+    run = record["chapter9_run"] = train_like_chapter9("cuda")
+    run["in_band"] = run["val_loss"] <= CH9_BAND
+    print(f"chapter 9's run on the GPU: {run['steps']} steps in {run['minutes']:.1f} min, validation loss "
+          f"{run['val_loss']:.3f} (chapter 9's band: <= {CH9_BAND}); first {len(run['cpu_first_losses'])} losses "
+          f"within {run['first_max_diff']:.1e} of the CPU's")
 
 
 def simulate() -> int:
