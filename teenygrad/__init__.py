@@ -23,7 +23,7 @@ speed call `teenygrad.tune()` first (see `teenygrad.tuning`). Each chapter's mod
 """
 import os as _os
 
-from teenygrad import datasets, kernels, regression
+from teenygrad import datasets, devices, kernels, regression
 from teenygrad.tensor import (Tensor, arange, cat, cross_entropy, default_generator, float32, float64, full, int64,
                               manual_seed, ones, rand, randn, stack, tensor, zeros)
 from teenygrad import ops
@@ -69,6 +69,8 @@ __all__ = [
     "gpt", "value_gpt", "tuning", "tune",
     # chapter 10 (`teenygrad.compile` too, left out of __all__ so `import *` never hides Python's compile)
     "compiler", "tracing", "CaptureError",
+    # chapter 11
+    "devices",
     # every exercise
     "edition", "exercise",
 ]

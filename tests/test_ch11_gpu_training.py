@@ -51,9 +51,49 @@ for device in ("cpu", "cuda"):
         losses.append(loss.item())
         if device == "cuda" and step == STEPS - 1:
             swap.__exit__(None, None, None)
+        if device == "cpu" and step == 1:
+            after_two = {name: p.numpy().tolist() for name, p in model.named_parameters()}
     report[device] = {"losses": losses, "grads": grads, "norms": norms,
                       "weights": {name: p.numpy().tolist() for name, p in model.named_parameters()},
                       "devices": sorted({p.device for p in model.parameters()}), "launches": len(launches)}
+# Module.to moves the parameters, and the optimizer's state follows them: a step on the CPU, then the model moved and
+# a second step on the GPU, against two steps on the CPU
+tg.manual_seed(0)
+model = GPT(cfg)
+opt = optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
+for step, (x, y) in enumerate(batches[:2]):
+    device = "cpu" if step == 0 else "cuda"
+    if step == 1:
+        model.to("cuda")
+    _, loss = model(tg.tensor(x, device=device), tg.tensor(y, device=device))
+    opt.zero_grad()
+    loss.backward()
+    optim.clip_grad_norm(model.parameters(), 0.5)
+    opt.step()
+report["moved"] = {"weights": {name: p.numpy().tolist() for name, p in model.named_parameters()},
+                   "cpu_two_steps": after_two, "state": sorted({tg.devices.of(m) for m in [*opt.m.values(), *opt.v.values()]})}
+# teenygrad's lock around the simulator's making of shared arrays (kernels/cuda/device.py): two arrays on two lines
+# stay two, one line is one array for the whole block
+from numba.cuda.simulator import kernelapi
+from teenygrad.kernels.cuda.device import cuda
+
+
+@cuda.jit
+def two_arrays(out):
+    a = cuda.shared.array(32, dtype=np.float32)
+    b = cuda.shared.array(32, dtype=np.float32)
+    t = cuda.threadIdx.x
+    a[t] = t
+    b[t] = -t
+    cuda.syncthreads()
+    out[cuda.blockIdx.x, t] = a[(t + 1) % 32] + 10 * b[(t + 2) % 32]
+
+
+shared_out = np.zeros((3, 32), np.float32)
+two_arrays[3, 32](shared_out)
+t = np.arange(32)
+report["shared"] = {"locked": getattr(kernelapi.FakeCUDAShared.array, "locked", False),
+                    "right": bool((shared_out == (t + 1) % 32 - 10 * ((t + 2) % 32)).all())}
 try:
     tg.tensor([1.0]) + tg.tensor([1.0], device="cuda")
 except RuntimeError as e:
@@ -84,6 +124,19 @@ def test_the_tiny_gpt_trains_on_the_gpu_as_on_the_cpu(trained):
             np.testing.assert_allclose(g_gpu[name], g_cpu[name], rtol=1e-3, atol=1e-5, err_msg=f"step {step}: {name}")
     for name, w in cpu["weights"].items():
         np.testing.assert_allclose(gpu["weights"][name], w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_model_moved_between_steps_takes_its_optimizers_state_along(trained):
+    moved = trained["moved"]
+    assert moved["state"] == ["cuda"]  # Adam's m and v moved after their parameters
+    for name, w in moved["cpu_two_steps"].items():
+        np.testing.assert_allclose(moved["weights"][name], w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_the_simulators_shared_arrays_are_made_under_teenygrads_lock(trained):
+    # unlocked, two threads of a launch's first block could each make the array and not share it (a launch's first
+    # block gave garbage a few times in a thousand launches of this GPT's steps)
+    assert trained["shared"] == {"locked": True, "right": True}
 
 
 def test_a_step_is_a_countable_number_of_launches(trained):

@@ -38,5 +38,42 @@ from numba.core import config  # noqa: E402
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
 
+def _share_shared_arrays() -> None:
+    """The simulator makes a block's shared array when a thread first asks for it, by a look-up and an insert with no
+    lock between them: two threads of a launch's first block can both miss, each make its own array, and then compute
+    from memory the others never see (found here as a launch's first block giving garbage, a few times in a thousand
+    launches, more often the more the threads switch). This is the simulator's own `FakeCUDAShared.array` with the
+    look-up and the insert under a lock: one array a line of the kernel, as a GPU's block has."""
+    import sys
+    import threading
+
+    import numpy as np
+    from numba.core import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+    if getattr(kernelapi.FakeCUDAShared.array, "locked", False):
+        return
+    dynamic, lock = kernelapi.FakeCUDAShared.array, threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0:  # the simulator's refusal, and dynamic shared memory: as before
+            return dynamic(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)  # an array is known by the line of the kernel that asks for it, as the original
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            made = self._allocations.get(caller)
+            if made is None:
+                made = self._allocations[caller] = np.empty(shape, dtype)
+        return made
+    array.locked = True
+    kernelapi.FakeCUDAShared.array = array
+
+
+if SIMULATED:
+    _share_shared_arrays()
+
+
 def describe() -> str:
     return "numba-cuda simulator (no GPU)" if SIMULATED else cuda.get_current_device().name.decode()
