@@ -94,9 +94,9 @@ def simulated_training_step() -> int:
     if abs(gpu_loss - cpu_loss) > 1e-4:
         print("the GPU's training step gave another loss than the CPU's", file=sys.stderr)
         return 1
-    run = train_like_chapter9("cuda", steps=2, cpu_steps=2, val_n=1, cfg=GPTConfig(
+    run = train_like_chapter9("cuda", steps=1, cpu_steps=1, val_n=1, batch_size=2, cfg=GPTConfig(
         vocab_size=73, block_size=8, n_layer=1, n_head=2, n_embd=16))  # chapter 9's run, its code path, tiny
-    print(f"  chapter 9's run, 2 steps of a tiny GPT on cuda: losses {[round(v, 5) for v in run['first_losses']]}, "
+    print(f"  chapter 9's run, 1 step of a tiny GPT on cuda: losses {[round(v, 5) for v in run['first_losses']]}, "
           f"the CPU's within {run['first_max_diff']:.1e}")
     if run["first_max_diff"] > 1e-4:
         print("chapter 9's run on the GPU gave other losses than on the CPU", file=sys.stderr)
@@ -107,7 +107,8 @@ def simulated_training_step() -> int:
 CH9_BAND = 1.9  # chapter 9's validation loss after its 2,000 steps is at most this (tests/test_ch09_gpt.py)
 
 
-def train_like_chapter9(device: str, steps: int = 2000, cpu_steps: int = 10, cfg=None, val_n: int = 50) -> dict:
+def train_like_chapter9(device: str, steps: int = 2000, cpu_steps: int = 10, cfg=None, val_n: int = 50,
+                        batch_size: int = 12) -> dict:
     """Chapter 9's Shakespeare run (its model, batches, AdamW, schedule and clipping) on `device`: the validation loss
     after `steps` steps, and the first `cpu_steps` losses beside the same steps on the CPU from the same weights."""
     import time
@@ -116,7 +117,7 @@ def train_like_chapter9(device: str, steps: int = 2000, cpu_steps: int = 10, cfg
     from teenygrad import optim
     from teenygrad.datasets import load_shakespeare
     from teenygrad.gpt import GPT, GPTConfig
-    BATCH, CONTEXT, LR, MIN_LR, WARMUP = 12, 64, 2e-3, 2e-4, 100
+    BATCH, CONTEXT, LR, MIN_LR, WARMUP = batch_size, 64, 2e-3, 2e-4, 100
     text = load_shakespeare()
     chars = sorted(set(text))
     code = {c: i for i, c in enumerate(chars)}
