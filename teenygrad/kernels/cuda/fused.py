@@ -12,7 +12,7 @@ kernels in teenygrad/ops/fused.py) on numba-cuda device arrays of float32 or flo
 
 How the work is split:
 - a norm is one block a row: the row's threads each fold a strided slice of it (neighbouring threads, neighbouring
-  elements: coalesced), then combine their values in a shared-memory tree (`block_sum`), as `reduce.sum_rows` does;
+  elements: coalesced), then combine their values in a shared-memory tree (`reduce.block_sum`);
 - the weights' gradients are sums over ROWS, so a second kernel gives a thread a column (a warp reads 32
   neighbouring elements of a row) and a slice of the rows; each thread adds its partial sum into dw, db with one
   `cuda.atomic.add`: one atomic per (slice, column), not per element;
@@ -34,48 +34,13 @@ import numpy as np
 
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
 from teenygrad.kernels.cuda.launch import launch_config
+from teenygrad.kernels.cuda.reduce import block_max, block_sum  # the block's tree in shared memory
 
 # threads a block, a power of two (the tree reductions halve it); the simulator runs every thread of a block as a
 # Python thread, each block in turn, so there a few threads (still fewer than a row has elements in the tests)
 THREADS = 8 if SIMULATED else 256
 MAX_BLOCKS = 65535  # blocks a launch at most: the grid-stride loops cover the rest
 ROW_SLICES = 4 if SIMULATED else 64  # slices of the rows the weight-gradient kernels split a column into
-
-
-@cuda.jit(device=True)
-def block_sum(part, value):
-    """The sum of `value` over the block's THREADS threads, returned to every thread: each writes its value into the
-    shared array `part` (THREADS long), then log2(THREADS) rounds in which the first half adds the second half's.
-    Every thread of the block must call it (it synchronises); `part` is free again when it returns."""
-    t = cuda.threadIdx.x
-    part[t] = value
-    cuda.syncthreads()
-    step = THREADS // 2
-    while step > 0:
-        if t < step:
-            part[t] += part[t + step]
-        cuda.syncthreads()  # outside the `if`: every thread of the block must reach it
-        step //= 2
-    total = part[0]
-    cuda.syncthreads()  # everyone has read the total before the next call overwrites part
-    return total
-
-
-@cuda.jit(device=True)
-def block_max(part, value):
-    """The maximum of `value` over the block's threads, returned to every thread (as `block_sum`)."""
-    t = cuda.threadIdx.x
-    part[t] = value
-    cuda.syncthreads()
-    step = THREADS // 2
-    while step > 0:
-        if t < step and part[t + step] > part[t]:
-            part[t] = part[t + step]
-        cuda.syncthreads()
-        step //= 2
-    top = part[0]
-    cuda.syncthreads()
-    return top
 
 
 def _blocks(n: int) -> int:
@@ -116,12 +81,12 @@ def norm_kernels(dtype: type) -> dict[str, Callable]:
             s = dtype(0.0)
             for c in range(t, C, THREADS):
                 s += x[r, c]
-            m = block_sum(part, s) / n
+            m = block_sum(part, t, THREADS, s) / n
             s = dtype(0.0)
             for c in range(t, C, THREADS):  # the variance about the mean (two passes: no cancellation)
                 d = x[r, c] - m
                 s += d * d
-            inv = dtype(1.0) / math.sqrt(block_sum(part, s) / n + eps)
+            inv = dtype(1.0) / math.sqrt(block_sum(part, t, THREADS, s) / n + eps)
             for c in range(t, C, THREADS):
                 y[r, c] = (x[r, c] - m) * inv * w[c] + b[c]
             if t == 0:
@@ -143,8 +108,8 @@ def norm_kernels(dtype: type) -> dict[str, Callable]:
                 gh = g[r, c] * w[c]
                 a += gh
                 bsum += gh * (x[r, c] - m) * s
-            a = block_sum(part, a) / n
-            bsum = block_sum(part, bsum) / n
+            a = block_sum(part, t, THREADS, a) / n
+            bsum = block_sum(part, t, THREADS, bsum) / n
             for c in range(t, C, THREADS):
                 dx[r, c] = s * (g[r, c] * w[c] - a - (x[r, c] - m) * s * bsum)
 
@@ -171,7 +136,7 @@ def norm_kernels(dtype: type) -> dict[str, Callable]:
             s = dtype(0.0)
             for c in range(t, C, THREADS):
                 s += x[r, c] * x[r, c]
-            inv = dtype(1.0) / math.sqrt(block_sum(part, s) / n + eps)
+            inv = dtype(1.0) / math.sqrt(block_sum(part, t, THREADS, s) / n + eps)
             for c in range(t, C, THREADS):
                 y[r, c] = x[r, c] * inv * w[c]
             if t == 0:
@@ -189,7 +154,7 @@ def norm_kernels(dtype: type) -> dict[str, Callable]:
             bsum = dtype(0.0)
             for c in range(t, C, THREADS):
                 bsum += g[r, c] * w[c] * x[r, c] * s
-            bsum = block_sum(part, bsum) / n
+            bsum = block_sum(part, t, THREADS, bsum) / n
             for c in range(t, C, THREADS):
                 dx[r, c] = s * (g[r, c] * w[c] - x[r, c] * s * bsum)
 
@@ -280,13 +245,13 @@ def attention_kernels(dtype: type) -> dict[str, Callable]:
                 mx = max(mx, s)
             for j in range(i + 1 + t, T, THREADS):  # masked: 0, never computed
                 p[j] = dtype(0.0)
-            mx = block_max(part, mx)
+            mx = block_max(part, t, THREADS, mx)
             tot = dtype(0.0)
             for j in range(t, i + 1, THREADS):  # shifted by the row's maximum: exp never overflows
                 e = math.exp((p[j] - mx) * scale)
                 p[j] = e
                 tot += e
-            inv = dtype(1.0) / block_sum(part, tot)
+            inv = dtype(1.0) / block_sum(part, t, THREADS, tot)
             for j in range(t, i + 1, THREADS):
                 p[j] *= inv
             cuda.syncthreads()  # the whole row of P is written before any thread reads all of it
@@ -321,7 +286,7 @@ def attention_kernels(dtype: type) -> dict[str, Callable]:
                 dot += dp * p[j]
             for j in range(i + 1 + t, T, THREADS):
                 dsr[j] = dtype(0.0)
-            dot = block_sum(part, dot)
+            dot = block_sum(part, t, THREADS, dot)
             for j in range(t, i + 1, THREADS):  # (each thread rewrites only the dP_ij it wrote)
                 dsr[j] = scale * p[j] * (dsr[j] - dot)
             cuda.syncthreads()  # the whole row of dS is written before any thread reads all of it

@@ -17,8 +17,9 @@ import math
 import numpy as np
 
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
-from teenygrad.kernels.cuda.fused import THREADS, block_sum
+from teenygrad.kernels.cuda.fused import THREADS
 from teenygrad.kernels.cuda.launch import launch_config
+from teenygrad.kernels.cuda.reduce import block_sum
 
 PARTIALS = 8 if SIMULATED else 1024  # blocks of sum_of_squares at most: each leaves one partial sum
 
@@ -87,7 +88,7 @@ def sum_of_squares_kernel(g, partial):
     for i in range(cuda.grid(1), g.shape[0], cuda.gridsize(1)):
         x = np.float64(g[i])
         s += x * x
-    s = block_sum(part, s)
+    s = block_sum(part, cuda.threadIdx.x, THREADS, s)
     if cuda.threadIdx.x == 0:
         partial[cuda.blockIdx.x] = s
 
