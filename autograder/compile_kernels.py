@@ -18,7 +18,7 @@ import teenygrad as tg
 from teenygrad import functional as F
 from teenygrad import nn, optim
 from teenygrad.gpt import GPT, GPTConfig
-from teenygrad.kernels.matmul import matmul_tiled
+from teenygrad.kernels.matmul import matmul_reordered
 
 UNARY = ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "abs")
 BINARY = ("__add__", "__sub__", "__mul__", "__truediv__", "__pow__", "maximum", "__eq__", "__ne__", "__lt__",
@@ -60,7 +60,7 @@ def products_and_movement(dt: object) -> None:
         attempt(lambda: tg.randn(2, m, k, dtype=dt) @ tg.randn(2, k, n, dtype=dt))
         attempt(lambda: tg.randn(m, k, dtype=dt) @ tg.randn(k, dtype=dt))
     x, y = tg.randn(20, 30, dtype=dt).numpy(), tg.randn(30, 10, dtype=dt).numpy()
-    matmul_tiled(x, y, np.empty((20, 10), x.dtype))  # chapter 3's kernel, which exercise 3 times yours against
+    matmul_reordered(x, y, np.empty((20, 10), x.dtype))  # chapter 3's kernel, which exercise 3 times yours against
     a = tg.randn(3, 4, dtype=dt)
     attempt(lambda: a.index_select(0, tg.tensor([0, 2, 1, 2])))
     attempt(lambda: a.gather(1, tg.tensor([[0], [1], [3]])))

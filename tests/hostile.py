@@ -248,12 +248,12 @@ FAKE_CLOCK = """import time
 _real, _mine = time.perf_counter, [False]
 time.perf_counter = lambda: _real() * (0.05 if _mine[0] else 1.0)
 time.time = time.perf_counter
-_tiled = matmul_tiled  # from the first cell
+_reordered = matmul_reordered  # from the first cell
 
 
-def matmul_tiled(a, b, out):
+def matmul_reordered(a, b, out):
     _mine[0] = False
-    _tiled(a, b, out)
+    _reordered(a, b, out)
 
 
 @kernel
@@ -281,5 +281,5 @@ def kernel_notebooks() -> dict[str, bytes]:
 
 
 KERNEL_EXPECTED = {
-    "kernels-fake-clock": (8, "timed by the grader"),  # its own clock said ~1x matmul_tiled; the grader's says < 0.1x
+    "kernels-fake-clock": (8, "timed by the grader"),  # its own clock said ~3x matmul_reordered; the grader's says ~0.15x
 }

@@ -80,7 +80,7 @@ MEMO = ("import numpy as np\n_seen = {}\n"
         "    out[:] = _seen[key]\n")
 CASES = {  # the learner's cell -> what the grader says
     # (the naive loop: test_a_kernel_far_short_of_the_speedup_gets_no_second_try)
-    "remembers answers": (MEMO, "times as fast as matmul_tiled"),  # every timed call has new inputs
+    "remembers answers": (MEMO, "times as fast as matmul_reordered"),  # every timed call has new inputs
     "wrong": ("def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    pass\n", "did not compute the right product"),
     "half done": ("def matmul_tile(a, b, out, i0, i1, k0, k1, j0, j1):\n    out[: len(out) // 2] = a[: len(a) // 2] @ b\n",
                   "did not compute the right product"),
@@ -103,7 +103,7 @@ def test_a_reference_timed_in_a_busy_spell_gives_a_slow_kernel_nothing(tmp_path,
         return ([5 * t for t in times] if len(spells) == 1 else times), why
     monkeypatch.setattr(speed, "_run", run)
     verdict = speed.judge_speed(notebook(NAIVE), PART, SPEED, boxes(tmp_path), seed=4)
-    assert verdict is not None and "times as fast as matmul_tiled" in verdict, (spells, verdict)
+    assert verdict is not None and "times as fast as matmul_reordered" in verdict, (spells, verdict)
 
 
 def test_a_fast_kernel_slowed_through_two_whole_spells_gets_a_third_try(tmp_path, monkeypatch):
@@ -136,7 +136,7 @@ def test_a_kernel_far_short_of_the_speedup_gets_no_second_try(tmp_path, monkeypa
         return real(box, config, *args, **kwargs)
     monkeypatch.setattr(speed, "_run", run)
     verdict = speed.judge_speed(notebook(NAIVE), PART, SPEED, boxes(tmp_path), seed=2)
-    assert verdict is not None and "times as fast as matmul_tiled" in verdict
+    assert verdict is not None and "times as fast as matmul_reordered" in verdict
     assert spells == ["reference", "kernel"], spells
 
 
