@@ -44,7 +44,7 @@ TRAINING = {"book": ({"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64
 def teenygrad_cuda_step(cfg, clip: float = 1.0):
     """teenygrad's training step with the model on device="cuda": forward, backward, clipping, AdamW, as chapter 9's
     loop (benchmarks/gpt.py's PyTorch step does the same). Returns (step, launches): step(x, y) -> the loss, and
-    launches(x, y) -> the kernel launches one step makes (each entry of the GPU's kernel table counted once a call)."""
+    launches(x, y) -> the kernel launches one step makes (every kernel[grid, block] counted)."""
     import teenygrad as tg
     from teenygrad import optim
     from teenygrad.gpt import GPT
@@ -61,16 +61,10 @@ def teenygrad_cuda_step(cfg, clip: float = 1.0):
         return loss.item()  # copies the loss back: waits for every launch of the step
 
     def launches(x: np.ndarray, y: np.ndarray) -> int:
-        count = [0]
-
-        def counted(fn):
-            def launch(*args):
-                count[0] += 1
-                return fn(*args)
-            return launch
-        with tg.kernels.use("cuda", **{name: counted(fn) for name, fn in tg.kernels.on("cuda").items()}):
+        from teenygrad.kernels.cuda.launch import counted_launches
+        with counted_launches() as counts:
             step(x, y)
-        return count[0]
+        return sum(counts.values())
     return step, launches
 
 
@@ -242,7 +236,9 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
     if not cuda.is_available():  # numba-cuda 0.30.4 asks the driver which GPU a device function is for
         import numba.cuda.dispatcher
         numba.cuda.dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
-    from teenygrad.kernels.cuda import elementwise, matmul, reduce
+    from numba import types as nt
+
+    from teenygrad.kernels.cuda import elementwise, matmul, optim, reduce
 
     ptxas = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
 
@@ -266,6 +262,15 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
                 "void(int64[::1], float32[::1], int64[::1], int64, float32[::1])"),
                ("elementwise add", elementwise.BINARY_KERNELS["add"],
                 "void(int64[::1], float32[::1], int64[::1], int64, float32[::1], int64[::1], int64, float32[::1])")]
+    # the optimizers' group kernels: GROUP parameters a launch, handed over as tuples of arrays and of scalars
+    group, scalars, f32 = (nt.UniTuple(nt.Array(nt.float32, 1, "C"), optim.GROUP), nt.UniTuple(nt.float32, optim.GROUP),
+                           nt.float32)
+    kernels += [("adam_update_group", optim.adam_group_kernel, nt.void(group, group, group, group, scalars, scalars,
+                                                                        *[f32] * 7)),
+                ("sgd_update_group", optim.sgd_group_kernel, nt.void(group, group, group, f32, f32, f32)),
+                ("sum_of_squares_group", optim.sum_of_squares_group_kernel,
+                 nt.void(group, nt.Array(nt.float64, 2, "C"), nt.int64)),
+                ("scale_group", optim.scale_group_kernel, nt.void(group, f32))]
     try:
         cuda.compile_ptx(lambda x: None, "void(float32[::1])", cc=cc)
     except Exception as error:  # noqa: BLE001 - numba's error for missing NVVM/NVRTC varies by version

@@ -15,6 +15,10 @@ objects (and anything holding them: the model, the optimizer) stay the same. The
 directly, not through `t[...] = v`, so it does not bump the autograd version counter: the update happens after
 backward, and the next forward builds a new graph. A parameter whose .grad is None (unused in this step's loss)
 is skipped and its state left as it was.
+
+On a GPU the book's step and clipping make fewer launches than one a parameter: the GPU table's group kernels update
+GROUP parameters a launch, and the clipping's norm comes back in one copy, not one a gradient
+(teenygrad/kernels/cuda/optim.py).
 """
 from __future__ import annotations
 
@@ -67,6 +71,13 @@ def collect_params(params: Iterable[Tensor]) -> list[Tensor]:
     return kept
 
 
+def _one_gpu(buffers: list) -> str | None:
+    """The device, when every buffer is on one and the same GPU with one dtype (what the group kernels take)."""
+    found = {(devices.of(b), str(b.dtype)) for b in buffers}
+    device = next(iter(found))[0] if len(found) == 1 else "cpu"
+    return None if device == "cpu" else device
+
+
 class Optimizer:
     """Holds the parameters (each once, in order) and a mutable learning rate `lr`; subclasses define
     `_update(i, p, g)` for parameter number i with its flat buffer p and gradient g."""
@@ -88,11 +99,17 @@ class Optimizer:
     @exercise("07-neural-nets", "optimizer")
     def step(self) -> None:
         """Count the step (self.steps), then update every parameter that has a gradient, in place: parameter
-        number i with `self._update(i, flat_buffer(p), grad_buffer(p))`. One without a .grad is skipped."""
+        number i with `self._update(i, flat_buffer(p), grad_buffer(p))`. One without a .grad is skipped. (The book's
+        step on a GPU hands them all to `self._update_group` at once, when the optimizer has one.)"""
         self.steps += 1
-        for i, p in enumerate(self.params):
-            if p.grad is not None:
-                self._update(i, flat_buffer(p), grad_buffer(p))
+        stepped = [i for i, p in enumerate(self.params) if p.grad is not None]
+        device = _one_gpu([flat_buffer(p) for p in self.params]) if hasattr(self, "_update_group") else None
+        if device is not None:  # on a GPU: GROUP parameters a launch (the GPU table's group kernels)
+            self._update_group(device, stepped, [flat_buffer(self.params[i]) for i in stepped],
+                               [grad_buffer(self.params[i]) for i in stepped])
+            return
+        for i in stepped:
+            self._update(i, flat_buffer(self.params[i]), grad_buffer(self.params[i]))
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         raise NotImplementedError
@@ -123,6 +140,10 @@ class SGD(Optimizer):
         update = sgd_update if devices.of(p) == "cpu" else on(devices.of(p))["sgd_update"]  # the GPU's own kernel
         update(p, g, buf, self.lr, self.momentum, self.weight_decay)
 
+    def _update_group(self, device: str, indices: list[int], ps: list, gs: list) -> None:
+        bufs = [self._state(self.velocity, i) for i in indices] if self.momentum else [p[:0] for p in ps]
+        on(device)["sgd_update_group"](ps, gs, bufs, self.lr, self.momentum, self.weight_decay)
+
 
 class Adam(Optimizer):
     """Adam: running averages of the gradient (m) and of its square (v), both started at 0, so the first
@@ -146,6 +167,14 @@ class Adam(Optimizer):
         update = adam_update if devices.of(p) == "cpu" else on(devices.of(p))["adam_update"]  # the GPU's own kernel
         update(p, g, self._state(self.m, i), self._state(self.v, i), self.lr, self.betas[0], self.betas[1],
                     self.eps, self.weight_decay, self.decoupled, t)
+
+    def _update_group(self, device: str, indices: list[int], ps: list, gs: list) -> None:
+        for i in indices:
+            self.t[i] = self.t.get(i, 0) + 1
+        on(device)["adam_update_group"](ps, gs, [self._state(self.m, i) for i in indices],
+                                        [self._state(self.v, i) for i in indices], self.lr, self.betas[0],
+                                        self.betas[1], self.eps, self.weight_decay, self.decoupled,
+                                        [self.t[i] for i in indices])
 
 
 class AdamW(Adam):
@@ -275,9 +304,15 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
             seen.add(id(p))
             p.grad = contiguous(p.grad)
             grads.append(flat_buffer(p.grad))
-    total = math.sqrt(sum(on(devices.of(g))["sum_of_squares"](g) for g in grads))
+    device = _one_gpu(grads) if grads else None
+    if device is not None:  # on a GPU: the norm in one copy back, GROUP gradients a launch
+        total = math.sqrt(on(device)["sum_of_squares_group"](grads))
+    else:
+        total = math.sqrt(sum(on(devices.of(g))["sum_of_squares"](g) for g in grads))
     coef = max_norm / (total + 1e-6)
-    if coef < 1.0:
+    if coef < 1.0 and device is not None:
+        on(device)["scale_group"](grads, coef)
+    elif coef < 1.0:
         for g in grads:
             on(devices.of(g))["scale"](g, coef)
     return total

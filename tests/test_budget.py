@@ -43,8 +43,10 @@ from conftest import REPO
 # (issue 36: vectorised shared-memory loads as a flag of the blocked kernel, warp tiling and double buffering from
 # one kernel factory) and the warp-shuffle row sum (GPU only, sum_rows its twin): 8,527. Then +927 for tensors on a
 # GPU (issue 37): devices.py and the op layer's device dimension, and the GPU's kernel table, every op the GPT uses
-# forward and backward (cuda/elementwise, reduce, movement, loss, fused, optim, the products): 9,454.
-MAX_PACKAGE_LINES = 9550  # 9,454 code lines, + ~1% headroom
+# forward and backward (cuda/elementwise, reduce, movement, loss, fused, optim, the products): 9,454. Then +~180 for
+# the optimizers and the clipping a group of parameters a launch on a GPU (cuda/optim.py's group kernels, the book's
+# paths around `step` and `clip_grad_norm`) and counting launches by kernel: 9,6xx.
+MAX_PACKAGE_LINES = 9720  # ~9,630 code lines, + ~1% headroom
 MAX_MODULE_LINES = 350  # the biggest: kernels/elementwise.py 307, tape.py 287, tensor.py 276, compiler/capture/ops.py 251
 
 # statements and their code lines: the test below checks code_lines on crafted sources made of them

@@ -25,6 +25,7 @@ import numpy as np
 import teenygrad as tg
 from teenygrad import optim
 from teenygrad.gpt import GPT, GPTConfig
+from teenygrad.kernels.cuda.launch import counted_launches
 
 STEPS, B, T = 3, 2, 8
 cfg = GPTConfig(vocab_size=11, block_size=T, n_layer=1, n_head=2, n_embd=16)
@@ -35,13 +36,11 @@ for device in ("cpu", "cuda"):
     tg.manual_seed(0)
     model = GPT(cfg).to(device)
     opt = optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
-    losses, grads, norms, launches = [], [], [], []
+    losses, grads, norms, launches = [], [], [], {}
     for step, (x, y) in enumerate(batches):
         if device == "cuda" and step == STEPS - 1:  # count the launches of one whole step
-            counted = {name: (lambda fn: lambda *a: (launches.append(1), fn(*a))[1])(fn)
-                       for name, fn in tg.kernels.on("cuda").items()}
-            swap = tg.kernels.use("cuda", **counted)
-            swap.__enter__()
+            counting = counted_launches()
+            launches = counting.__enter__()
         _, loss = model(tg.tensor(x, device=device), tg.tensor(y, device=device))
         opt.zero_grad()
         loss.backward()
@@ -50,12 +49,12 @@ for device in ("cpu", "cuda"):
         opt.step()
         losses.append(loss.item())
         if device == "cuda" and step == STEPS - 1:
-            swap.__exit__(None, None, None)
+            counting.__exit__(None, None, None)
         if device == "cpu" and step == 1:
             after_two = {name: p.numpy().tolist() for name, p in model.named_parameters()}
     report[device] = {"losses": losses, "grads": grads, "norms": norms,
                       "weights": {name: p.numpy().tolist() for name, p in model.named_parameters()},
-                      "devices": sorted({p.device for p in model.parameters()}), "launches": len(launches)}
+                      "devices": sorted({p.device for p in model.parameters()}), "launches": dict(launches)}
 # Module.to moves the parameters, and the optimizer's state follows them: a step on the CPU, then the model moved and
 # a second step on the GPU, against two steps on the CPU
 tg.manual_seed(0)
@@ -98,6 +97,52 @@ try:
     tg.tensor([1.0]) + tg.tensor([1.0], device="cuda")
 except RuntimeError as e:
     report["mixing"] = str(e)
+# On the GPU the optimizers update GROUP parameters a launch and the clipping's norm comes back in one copy: each
+# optimizer over 21 parameters of mixed shapes (two groups), 3 steps with gradients drawn at random, some parameters
+# without a gradient in some steps (so Adam's step counts differ between them), clipping every step, on both devices
+from teenygrad.kernels.cuda import optim as gpu_optim
+
+shapes = [(3,), (5, 4), (17,), (2, 2, 2), (1,), (9, 3), (40,)] * 3
+draws = np.random.default_rng(int(sys.argv[1]) + 1)
+values = [draws.normal(size=s).astype(np.float32) for s in shapes]
+grads = [[draws.normal(size=s).astype(np.float32) * 3 if (k + step) % 5 else None for k, s in enumerate(shapes)]
+         for step in range(3)]
+makers = {"SGD": lambda ps: optim.SGD(ps, lr=0.1), "SGD momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9,
+          weight_decay=0.01), "Adam": lambda ps: optim.Adam(ps, lr=0.1, weight_decay=0.01),
+          "AdamW": lambda ps: optim.AdamW(ps, lr=0.1, weight_decay=0.1)}
+report["optimizers"] = {}
+for label, make in makers.items():
+    result = {}
+    for device in ("cpu", "cuda"):
+        params = [tg.tensor(v, device=device, requires_grad=True) for v in values]
+        opt, norms = make(params), []
+        for step in range(3):
+            for p, g in zip(params, grads[step]):
+                p.grad = None if g is None else tg.tensor(g, device=device)
+            with counted_launches() as launched:
+                norms.append(optim.clip_grad_norm(params, 2.0))
+                opt.step()
+        result[device] = {"weights": [p.numpy().tolist() for p in params], "norms": norms, "launched": dict(launched),
+                          "moved": all(not np.array_equal(p.numpy(), v) for p, v in zip(params, values))}
+    report["optimizers"][label] = result
+# a learner's own step, installed, runs on the GPU too (the group path is the book's)
+calls = []
+
+
+def step(self):
+    calls.append(1)
+    self.steps += 1
+    for i, p in enumerate(self.params):
+        if p.grad is not None:
+            self._update(i, optim.flat_buffer(p), optim.grad_buffer(p))
+
+
+params = [tg.tensor(v, device="cuda", requires_grad=True) for v in values]
+for p, g in zip(params, grads[0]):
+    p.grad = None if g is None else tg.tensor(g, device="cuda")
+with tg.edition.installed("07-neural-nets", "optimizer", step):
+    optim.AdamW(params, lr=0.1).step()
+report["learners_step"] = {"calls": len(calls), "group": gpu_optim.GROUP}
 print(json.dumps(report))
 '''
 
@@ -141,7 +186,33 @@ def test_the_simulators_shared_arrays_are_made_under_teenygrads_lock(trained):
 
 def test_a_step_is_a_countable_number_of_launches(trained):
     # one layer's step: embeddings, the block's fused ops and their backwards, the loss, clipping and AdamW
-    assert 20 < trained["cuda"]["launches"] < 400, trained["cuda"]["launches"]
+    launches = trained["cuda"]["launches"]
+    assert 20 < sum(launches.values()) < 200, launches
+    # the optimizer and the clipping: one launch each for the GPT's 16 parameters, not one a parameter
+    assert launches["adam_group_kernel"] == 1 and launches["sum_of_squares_group_kernel"] == 1, launches
+    assert "adam_kernel" not in launches and "sum_of_squares_kernel" not in launches, launches
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "SGD momentum", "Adam", "AdamW"])
+def test_the_optimizers_update_a_group_of_parameters_a_launch_as_on_the_cpu(trained, optimizer):
+    """21 parameters, some without a gradient in some steps, clipped each step: the weights and norms agree with the
+    CPU's, and a step is two launches of the update (21 parameters in groups of 16), not 21."""
+    run = trained["optimizers"][optimizer]
+    np.testing.assert_allclose(run["cuda"]["norms"], run["cpu"]["norms"], rtol=1e-5)
+    assert max(run["cpu"]["norms"]) > 2.0  # the clipping scaled the gradients
+    for k, (w_gpu, w_cpu) in enumerate(zip(run["cuda"]["weights"], run["cpu"]["weights"])):
+        np.testing.assert_allclose(w_gpu, w_cpu, rtol=1e-5, atol=1e-6, err_msg=f"{optimizer}: parameter {k}")
+    assert run["cpu"]["moved"] and run["cuda"]["moved"]  # every parameter stepped at least once
+    update = "sgd_group_kernel" if optimizer.startswith("SGD") else "adam_group_kernel"
+    with_grad = 21 - sum(1 for k in range(21) if (k + 2) % 5 == 0)  # the last step's parameters with a gradient
+    groups = -(-with_grad // trained["learners_step"]["group"])
+    assert run["cuda"]["launched"] == {update: groups, "sum_of_squares_group_kernel": groups,
+                                       "scale_group_kernel": groups}, run["cuda"]["launched"]
+    assert run["cpu"]["launched"] == {}  # the CPU takes its own path
+
+
+def test_a_learners_own_step_still_runs_on_the_gpu(trained):
+    assert trained["learners_step"]["calls"] == 1
 
 
 def test_ops_on_two_devices_raise_one_error_naming_both(trained):

@@ -37,27 +37,31 @@ def strided_offset(flat, shape, strides, offset):
     return pos
 
 
+def _named(kernel: Callable, f: Callable) -> Callable:
+    """kernel compiled, named after its formula f (`exp_kernel`): what profilers and `counted_launches` show."""
+    kernel.__name__ = kernel.__qualname__ = f"{f.__name__.strip('_')}_kernel"
+    return cuda.jit(kernel)
+
+
 def _unary_kernel(f: Callable) -> Callable:
     fn = cuda.jit(device=True)(f)
 
-    @cuda.jit
     def kernel(shape, x, x_strides, x_offset, out):
         start = cuda.grid(1)
         for i in range(start, out.shape[0], cuda.gridsize(1)):
             out[i] = fn(x[strided_offset(i, shape, x_strides, x_offset)])
-    return kernel
+    return _named(kernel, f)
 
 
 def _binary_kernel(f: Callable) -> Callable:
     fn = cuda.jit(device=True)(f)
 
-    @cuda.jit
     def kernel(shape, a, a_strides, a_offset, b, b_strides, b_offset, out):
         start = cuda.grid(1)
         for i in range(start, out.shape[0], cuda.gridsize(1)):
             out[i] = fn(a[strided_offset(i, shape, a_strides, a_offset)],
                         b[strided_offset(i, shape, b_strides, b_offset)])
-    return kernel
+    return _named(kernel, f)
 
 
 # ---- the math of one element: the CPU kernels' formulas (teenygrad/kernels/elementwise.py), IEEE results where

@@ -4,6 +4,10 @@ A grid of blocks covers the work, each block at most 1024 threads; the x axis ru
 axis so that a warp's 32 threads touch 32 neighbouring elements. The limits hold on every NVIDIA GPU since 2010."""
 from __future__ import annotations
 
+import collections
+import contextlib
+from typing import Iterator
+
 from teenygrad.edition import exercise
 
 MAX_THREADS = 1024  # threads a block, on every NVIDIA GPU since 2010
@@ -35,3 +39,24 @@ def launch_config(shape: tuple[int, ...], threads: int = 256) -> tuple[tuple[int
         left //= block[axis]
     grid = [max(1, min(-(-n[axis] // block[axis]), MAX_GRID[axis])) for axis in range(3)]
     return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2])
+
+
+@contextlib.contextmanager
+def counted_launches() -> Iterator[collections.Counter]:
+    """Count the kernel launches made inside a `with` block, by kernel name: every `kernel[grid, block](...)` of a
+    numba-cuda kernel, on a GPU or in the simulator. (A launcher of the kernel table may launch several kernels, or
+    none for empty work: counting its calls would not count launches.)"""
+    from teenygrad.kernels.cuda.device import cuda
+    kind = type(cuda.jit(lambda: None))  # the class of every kernel: the GPU's dispatcher, or the simulator's
+    configure = kind.__getitem__
+    counts: collections.Counter = collections.Counter()
+
+    def counted(kernel, config):  # noqa: ANN001, ANN202 - the class's own signature
+        fn = kernel.py_func  # a kernel a factory makes, named `kernel`, goes by its factory's name
+        counts[fn.__name__ if fn.__name__ != "kernel" else fn.__qualname__.split(".<locals>")[0]] += 1
+        return configure(kernel, config)
+    kind.__getitem__ = counted
+    try:
+        yield counts
+    finally:
+        kind.__getitem__ = configure
