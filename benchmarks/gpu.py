@@ -242,8 +242,9 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
 
     ptxas = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cuda_nvcc" / "bin" / "ptxas"
 
-    def defaults(fn) -> dict:
-        return {k: p.default for k, p in inspect.signature(fn).parameters.items() if p.default is not p.empty}
+    def defaults(fn) -> dict:  # a rung's tile sizes
+        return {k: p.default for k, p in inspect.signature(fn).parameters.items()
+                if p.default is not p.empty and k != "transposed"}
 
     mm = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
     kernels = [("sgemm naive", matmul.naive_kernel, mm), ("sgemm coalesced", matmul.coalesced_kernel, mm),
@@ -255,6 +256,8 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
                                                            double_buffered=False), mm),
                ("sgemm double_buffered", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),
                                                                  double_buffered=True), mm),
+               ("sgemm a.T @ b.T", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),
+                                                           double_buffered=True, transposed=(True, True)), mm),
                ("sum_rows", reduce.sum_rows_kernel, "void(float32[:, ::1], float32[::1])"),
                ("sum_rows_warp", reduce.sum_rows_warp_kernel, "void(float32[:, ::1], float32[::1])"),
                ("softmax_rows", reduce.softmax_rows_kernel, "void(float32[:, ::1], float32[:, ::1])"),

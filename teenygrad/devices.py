@@ -9,12 +9,19 @@ on a machine without a GPU "cuda" runs in numba-cuda's simulator (`teenygrad.ker
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 DEVICES = ("cpu", "cuda")
 Buffer = Any  # a 1-D numpy array ("cpu") or a 1-D numba-cuda device array ("cuda")
+
+
+class Transposed(NamedTuple):
+    """A matrix operand handed to the GPU's `matmul` as the contiguous storage of its transpose: the operand is
+    storage.T. The GPU kernels take contiguous arrays; a linear layer's x @ w.T and x.T @ g would otherwise copy their
+    transposed operand first, a launch and a pass over its memory each."""
+    storage: Buffer
 
 
 def check(device: object) -> str:

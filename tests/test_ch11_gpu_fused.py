@@ -88,6 +88,16 @@ for dtype in (np.float32, np.float64):
 for dtype in (np.float32, np.float64):  # K = 0: zeros
     outs = [both(np.zeros((3, 0), dtype))[d] @ both(np.zeros((0, 4), dtype))[d] for d in (0, 1)]
     case("matmul K=0", dtype, [outs[0]], [outs[1]])
+# transposed operands read in place (float32: the top rung takes a transpose's storage), on shapes past one tile
+for M, K, N in [tuple(int(s) for s in rng.integers(20, 75, 3)) for _ in range(2)]:
+    run_graph(f"matmul a.T @ b.T {M}x{K}@{K}x{N}", np.float32, [rand((K, M)), rand((N, K))], lambda a, b: a.T @ b.T)
+    run_graph(f"matmul a @ b.T {M}x{K}@{K}x{N}", np.float32, [rand((M, K)), rand((N, K))], lambda a, b: a @ b.T)
+from teenygrad.kernels.cuda.launch import counted_launches
+
+xa, xb = both(rand((33, 40)))[1], both(rand((50, 40)))[1]
+with counted_launches() as counts:
+    xa @ xb.T, xa.T @ xa
+report["transposed_launches"] = dict(counts)
 
 # ---- fused ops, forward and backward -----------------------------------------------------------------------------
 for dtype in (np.float32, np.float64):
@@ -209,6 +219,11 @@ def test_products_and_their_gradients_match_the_cpu(simulated, prefix):
         assert all(d == "cuda" for d in c["devices"]), c["name"]
         _same(c)
     assert {c["dtype"] for c in _cases(simulated, prefix)} == {"float32", "float64"}
+
+
+def test_transposed_operands_are_read_in_place(simulated):
+    # x @ w.T and x.T @ g on the GPU: one product launch each, no copy to make the operand contiguous
+    assert simulated["transposed_launches"] == {"warptiled_kernel": 2}, simulated["transposed_launches"]
 
 
 def test_an_empty_inner_dimension_gives_zeros(simulated):

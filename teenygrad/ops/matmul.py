@@ -22,10 +22,13 @@ def _matrix(x: Tensor) -> np.ndarray:
     """numpy view of a 2-D tensor with its own strides (transposed, sliced, expanded): no copy. teenygrad's
     matmul kernels pack their operands into blocks anyway, so they can read any layout. A kernel swapped in
     with `kernels.use(matmul=...)` gets contiguous arrays, as documented; so does a tensor with a negative
-    stride (numpy views must start at their lowest address here). On the GPU, always contiguous."""
+    stride (numpy views must start at their lowest address here). On the GPU, contiguous, or in float32 a transpose
+    of a contiguous matrix as its storage (`devices.Transposed`: the top rung of the SGEMM ladder reads it in place)."""
     if x.is_contiguous():
         return array(x)
-    if x.device != "cpu":  # the GPU's kernels take contiguous arrays: a transposed or sliced view is copied
+    if x.device != "cpu":  # the GPU's kernels take contiguous arrays: another view is copied
+        if x.ndim == 2 and x.dtype == float32 and x.strides == (1, x.shape[0]):  # x = y.T for a contiguous y
+            return devices.Transposed(x._buf[x.offset:x.offset + x.size].reshape(x.shape[1], x.shape[0]))
         return array(contiguous(x))
     if min(x.strides) < 0 or KERNELS["matmul"] is not DEFAULTS["matmul"]:
         return array(contiguous(x))

@@ -25,13 +25,17 @@ slow for real work), shapes, strides and index arrays int64, and the launcher ne
         n_src, inner), which add into a zeroed out with atomics
     losses (loss.py): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx)
     matmul (matmul.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N), float32 (the ladder's top rung) or
-        float64; matmul_batched(a, b, out), (B, M, K) @ (B, K, N); `LADDER` holds every rung, from naive to
-        double-buffered warp tiles, each a float32 launcher fn(a, b, out, **tile sizes)
+        float64, a float32 operand possibly `devices.Transposed(storage)` (read in place); matmul_batched(a, b,
+        out), (B, M, K) @ (B, K, N); `LADDER` holds every rung, from naive to double-buffered warp tiles, each a
+        float32 launcher fn(a, b, out, **tile sizes)
     fused (fused.py): add_bias layer_norm rms_norm attention, the CPU's conventions; the backwards the op layer's
         rules launch on the GPU, with the CPU pieces' arguments: layer_norm_backward(x, w, mean, rstd, g, dx, dw, db),
         rms_norm_backward(x, w, rstd, g, dx, dw), attention_backward(qkv, att, g, dqkv)
     optimizers (optim.py): sgd_update(p, g, buf, lr, momentum, weight_decay) and adam_update(p, g, m, v, lr, beta1,
-        beta2, eps, weight_decay, decoupled, t), the CPU pieces' arithmetic; sum_of_squares(g) -> float, scale(g, c)
+        beta2, eps, weight_decay, decoupled, t), the CPU pieces' arithmetic; sum_of_squares(g) -> float, scale(g, c);
+        and each for a list of parameters, GROUP a launch: sgd_update_group, adam_update_group (ts: each one's
+        step), sum_of_squares_group (one copy back), scale_group
+    counting: launch.counted_launches() counts the launches of a `with` block by kernel
     launch configuration (launch.py): launch_config(shape, threads) -> (grid, block)
 `KERNELS` is the table by op name, and `use(name=fn)` swaps one in for a `with` block, as `teenygrad.kernels.use`
 does for the CPU's.

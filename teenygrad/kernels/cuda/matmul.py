@@ -33,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from teenygrad.devices import Transposed
 from teenygrad.edition import exercise
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
 from teenygrad.kernels.cuda.launch import launch_config
@@ -252,7 +253,7 @@ def _warp_shape(BM: int, BN: int, WM: int, WN: int, WNITER: int, TM: int, TN: in
 
 @functools.cache
 def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, TM: int, TN: int,
-                     double_buffered: bool) -> Callable:
+                     double_buffered: bool, transposed: tuple[bool, bool] = (False, False)) -> Callable:
     """A block computes a BM x BN tile of out; each of its warps a WM x WN part of it (the warp tile); each thread
     of a warp WMITER x WNITER blocks of TM x TN outputs, one in each WSUBM x WSUBN sub-tile of the warp tile.
 
@@ -267,7 +268,14 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     already issued the global loads of the next step's tiles (into registers, `pa` and `pb`), so their latency
     (hundreds of cycles) hides behind the arithmetic; after the arithmetic the registers go into the other copy,
     and one `syncthreads` a step (instead of two) separates the steps: the copy written in step s was last read in
-    step s - 1, which every thread finished before that step's `syncthreads`."""
+    step s - 1, which every thread finished before that step's `syncthreads`.
+
+    `transposed` = (ta, tb): the kernel is handed an operand's transpose, contiguous, and reads it as the operand:
+    with ta, `a` is the (K, M) matrix whose transpose is the product's left operand, and the kernel reads a[k, i]
+    for a's element (i, k); with tb, `b` is (N, K) likewise. So a linear layer's x @ w.T and x.T @ g need no copy
+    (and no launch) to make the operand contiguous. The loads then run along the rows of what is handed over, so
+    that neighbouring threads still read neighbouring elements."""
+    ta, tb = transposed
     WMITER, threads = _warp_shape(BM, BN, WM, WN, WNITER, TM, TN)
     WSUBM, WSUBN = WM // WMITER, WN // WNITER
     sub_across = WSUBN // TN  # threads along a row of a sub-tile
@@ -284,18 +292,35 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     QB = 4 if WN % 4 == 0 and WSUBN % 4 == 0 and TN % 4 == 0 else 1
 
     @cuda.jit(device=True)
-    def load_tiles(a, b, pa, pb, k0, row0, col0, tid):
+    def a_place(e):
+        """Element e of a thread block's share of a's tile: (row, k) in the tile. Neighbouring threads take
+        neighbouring elements of a row of what is read (a, or a^T's storage when ta): coalesced."""
+        return (e % BM, e // BM) if ta else (e // BK, e % BK)
+
+    @cuda.jit(device=True)
+    def b_place(e):
+        """Element e of b's tile: (k, column) in the tile, along rows of b (or of b^T's storage when tb)."""
+        return (e % BK, e // BK) if tb else (e // BN, e % BN)
+
+    @cuda.jit(device=True)
+    def load_tiles(a, b, pa, pb, k0, row0, col0, tid, M, N, K):
         """This thread's share of a's BM x BK and b's BK x BN tiles at k0, into registers (0 past an edge)."""
-        M, K = a.shape
-        N = b.shape[1]
         for n in range(LA):
-            e = tid + n * threads  # neighbouring threads, neighbouring elements of a row of a: coalesced
-            r, c = e // BK, e % BK
-            pa[n] = a[row0 + r, k0 + c] if e < BM * BK and row0 + r < M and k0 + c < K else np.float32(0.0)
+            e = tid + n * threads
+            r, c = a_place(e)
+            inside = e < BM * BK and row0 + r < M and k0 + c < K
+            if ta:
+                pa[n] = a[k0 + c, row0 + r] if inside else np.float32(0.0)
+            else:
+                pa[n] = a[row0 + r, k0 + c] if inside else np.float32(0.0)
         for n in range(LB):
             e = tid + n * threads
-            r, c = e // BN, e % BN
-            pb[n] = b[k0 + r, col0 + c] if e < BK * BN and k0 + r < K and col0 + c < N else np.float32(0.0)
+            r, c = b_place(e)
+            inside = e < BK * BN and k0 + r < K and col0 + c < N
+            if tb:
+                pb[n] = b[col0 + c, k0 + r] if inside else np.float32(0.0)
+            else:
+                pb[n] = b[k0 + r, col0 + c] if inside else np.float32(0.0)
 
     @cuda.jit(device=True)
     def store_tiles(sa, sb, buf, pa, pb, tid):
@@ -303,11 +328,13 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
         for n in range(LA):
             e = tid + n * threads
             if e < BM * BK:
-                sa[buf, e % BK, e // BK] = pa[n]
+                r, c = a_place(e)
+                sa[buf, c, r] = pa[n]
         for n in range(LB):
             e = tid + n * threads
             if e < BK * BN:
-                sb[buf, e // BN, e % BN] = pb[n]
+                r, c = b_place(e)
+                sb[buf, r, c] = pb[n]
 
     @cuda.jit(device=True)
     def multiply_tiles(sa, sb, buf, ra, rb, acc, wrow, wcol, trow, tcol):
@@ -342,27 +369,28 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
         for i in range(RM):
             for j in range(RN):
                 acc[i, j] = np.float32(0.0)
-        steps = (a.shape[1] + BK - 1) // BK
+        M, N = out.shape
+        K = a.shape[0] if ta else a.shape[1]
+        steps = (K + BK - 1) // BK
         if double_buffered:  # (fixed when the kernel compiles: every thread takes the same branch)
-            load_tiles(a, b, pa, pb, 0, row0, col0, tid)
+            load_tiles(a, b, pa, pb, 0, row0, col0, tid, M, N, K)
             store_tiles(sa, sb, 0, pa, pb, tid)
             cuda.syncthreads()
             for step in range(steps):
                 cur = step % 2
                 if step + 1 < steps:  # issue the next tiles' loads; their latency hides behind the arithmetic
-                    load_tiles(a, b, pa, pb, (step + 1) * BK, row0, col0, tid)
+                    load_tiles(a, b, pa, pb, (step + 1) * BK, row0, col0, tid, M, N, K)
                 multiply_tiles(sa, sb, cur, ra, rb, acc, wrow, wcol, trow, tcol)
                 if step + 1 < steps:  # into the other copy: its last readers finished before the last syncthreads
                     store_tiles(sa, sb, 1 - cur, pa, pb, tid)
                 cuda.syncthreads()  # (the same `steps` for every thread: all of them reach it, every step)
         else:
             for step in range(steps):
-                load_tiles(a, b, pa, pb, step * BK, row0, col0, tid)
+                load_tiles(a, b, pa, pb, step * BK, row0, col0, tid, M, N, K)
                 store_tiles(sa, sb, 0, pa, pb, tid)
                 cuda.syncthreads()  # the tiles are complete before anyone reads them
                 multiply_tiles(sa, sb, 0, ra, rb, acc, wrow, wcol, trow, tcol)
                 cuda.syncthreads()  # everyone is done with them before the next step overwrites them
-        M, N = out.shape
         for wm in range(WMITER):
             for i in range(TM):
                 r = row0 + wrow * WM + wm * WSUBM + trow * TM + i
@@ -382,16 +410,18 @@ def sgemm_warptiled(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: in
 
 
 def sgemm_double_buffered(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN: int = 32,
-                          WNITER: int = 2, TM: int = 8, TN: int = 4) -> None:
-    """out = a @ b, `sgemm_warptiled` with the next step's tiles loaded while the block computes on this step's."""
-    _warptiled(a, b, out, BM, BN, BK, WM, WN, WNITER, TM, TN, True)
+                          WNITER: int = 2, TM: int = 8, TN: int = 4,
+                          transposed: tuple[bool, bool] = (False, False)) -> None:
+    """out = a @ b, `sgemm_warptiled` with the next step's tiles loaded while the block computes on this step's
+    (`transposed`: `warptiled_kernel`'s, an operand handed over as its transpose)."""
+    _warptiled(a, b, out, BM, BN, BK, WM, WN, WNITER, TM, TN, True, transposed)
 
 
 def _warptiled(a, b, out, BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, TM: int, TN: int,
-               double_buffered: bool) -> None:
+               double_buffered: bool, transposed: tuple[bool, bool] = (False, False)) -> None:
     _, threads = _warp_shape(BM, BN, WM, WN, WNITER, TM, TN)
     M, N = out.shape
-    kernel = warptiled_kernel(BM, BN, BK, WM, WN, WNITER, TM, TN, double_buffered)
+    kernel = warptiled_kernel(BM, BN, BK, WM, WN, WNITER, TM, TN, double_buffered, transposed)
     kernel[_grid(M, N, BM, BN), threads](a, b, out)
 
 
@@ -482,17 +512,19 @@ def matmul_batched(a, b, out) -> None:
 
 def matmul_op(a, b, out) -> None:
     """out = a @ b for contiguous a: (M, K), b: (K, N), out: (M, N) device arrays, the table's `matmul`: float32 on
-    the ladder's top rung (its tiles smaller in the simulator), float64 on the tiled kernel; zeros when K == 0."""
-    M, K = a.shape
+    the ladder's top rung (its tiles smaller in the simulator), float64 on the tiled kernel; zeros when K == 0. A
+    float32 operand may come as `devices.Transposed(storage)`: the operand is storage.T, read in place."""
+    ta, tb = isinstance(a, Transposed), isinstance(b, Transposed)
+    a, b = (a.storage if ta else a), (b.storage if tb else b)
+    M, K = (a.shape[1], a.shape[0]) if ta else a.shape
     if out.size == 0:
         return
     if K == 0:
         _zero(out)
     elif out.dtype == np.float32:
-        if SIMULATED:
-            sgemm_double_buffered(a, b, out, **SIM_TILES)
-        else:
-            matmul(a, b, out)
+        sgemm_double_buffered(a, b, out, transposed=(ta, tb), **(SIM_TILES if SIMULATED else {}))
+    elif ta or tb:
+        raise TypeError("matmul: a transposed operand (devices.Transposed) is taken in float32 only")
     else:  # a batch of one: the same kernel
         N = out.shape[1]
         matmul_batched(a.reshape(1, M, K), b.reshape(1, K, N), out.reshape(1, M, N))
