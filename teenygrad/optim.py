@@ -99,17 +99,23 @@ class Optimizer:
     @exercise("07-neural-nets", "optimizer")
     def step(self) -> None:
         """Count the step (self.steps), then update every parameter that has a gradient, in place: parameter
-        number i with `self._update(i, flat_buffer(p), grad_buffer(p))`. One without a .grad is skipped. (The book's
-        step on a GPU hands them all to `self._update_group` at once, when the optimizer has one.)"""
+        number i with `self._update(i, flat_buffer(p), grad_buffer(p))`. One without a .grad is skipped."""
         self.steps += 1
-        stepped = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if self._stepped_on_gpu():  # on a GPU, the book updates GROUP parameters a launch
+            return
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                self._update(i, flat_buffer(p), grad_buffer(p))
+
+    def _stepped_on_gpu(self) -> bool:
+        """On a GPU (every parameter on one, of one dtype), when the optimizer has `_update_group`: every parameter
+        with a gradient updated by the GPU table's group kernels, GROUP a launch; True if so."""
         device = _one_gpu([flat_buffer(p) for p in self.params]) if hasattr(self, "_update_group") else None
-        if device is not None:  # on a GPU: GROUP parameters a launch (the GPU table's group kernels)
+        if device is not None:
+            stepped = [i for i, p in enumerate(self.params) if p.grad is not None]
             self._update_group(device, stepped, [flat_buffer(self.params[i]) for i in stepped],
                                [grad_buffer(self.params[i]) for i in stepped])
-            return
-        for i in stepped:
-            self._update(i, flat_buffer(self.params[i]), grad_buffer(self.params[i]))
+        return device is not None
 
     def _update(self, i: int, p: np.ndarray, g: np.ndarray) -> None:
         raise NotImplementedError
@@ -304,15 +310,26 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
             seen.add(id(p))
             p.grad = contiguous(p.grad)
             grads.append(flat_buffer(p.grad))
-    device = _one_gpu(grads) if grads else None
-    if device is not None:  # on a GPU: the norm in one copy back, GROUP gradients a launch
-        total = math.sqrt(on(device)["sum_of_squares_group"](grads))
-    else:
-        total = math.sqrt(sum(on(devices.of(g))["sum_of_squares"](g) for g in grads))
+    on_gpu = _clipped_on_gpu(grads, max_norm)  # on a GPU, the book's norm comes back in one copy
+    if on_gpu is not None:
+        return on_gpu
+    total = math.sqrt(sum(on(devices.of(g))["sum_of_squares"](g) for g in grads))
     coef = max_norm / (total + 1e-6)
-    if coef < 1.0 and device is not None:
-        on(device)["scale_group"](grads, coef)
-    elif coef < 1.0:
+    if coef < 1.0:
         for g in grads:
             on(devices.of(g))["scale"](g, coef)
+    return total
+
+
+def _clipped_on_gpu(grads: list, max_norm: float) -> float | None:
+    """`clip_grad_norm` for flat gradients all on one GPU, of one dtype: the norm from the GPU table's
+    `sum_of_squares_group` (one copy back, not one a gradient), the scaling GROUP gradients a launch. None (nothing
+    done) when they are not."""
+    device = _one_gpu(grads) if grads else None
+    if device is None:
+        return None
+    total = math.sqrt(on(device)["sum_of_squares_group"](grads))
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        on(device)["scale_group"](grads, coef)
     return total
