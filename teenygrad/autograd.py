@@ -231,7 +231,9 @@ def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
     rules = _rules()
     grads: dict[int, Tensor] = {id(root): grad}  # id(tensor) -> dL/d(tensor) summed so far
     owned: set[int] = set()  # ids whose entry in grads is a sum we made ourselves: safe to add into in place
-    handed: set[int] = {id(grad._buf)}  # buffers already seen by a rule or stored in a .grad
+    # buffers already seen by a rule or stored in a .grad, by id. Weak: an entry goes when its buffer dies, since a
+    # new buffer may then get the same id (a plain set of ids copied gradients no one else could see)
+    handed: weakref.WeakValueDictionary = weakref.WeakValueDictionary({id(grad._buf): grad._buf})
     leaves: dict[int, Tensor] = {id(root): root} if root._ctx is None else {}
     check_versions = bool(_VERSIONS)
 
@@ -240,7 +242,7 @@ def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
             t.grad = g if g.is_contiguous() and id(g._buf) not in handed else g.clone()
         else:
             t.grad = t.grad + g
-        handed.add(id(t.grad._buf))
+        handed[id(t.grad._buf)] = t.grad._buf
 
     global grad_enabled
     prev, grad_enabled = grad_enabled, False
@@ -252,7 +254,7 @@ def backward(root: Tensor, grad: Tensor | float | None = None) -> None:
             owned.discard(id(t))
             if t._retain:
                 store(t, g)
-            handed.add(id(g._buf))
+            handed[id(g._buf)] = g._buf
             node = t._ctx
             if check_versions:
                 node.check_versions()

@@ -57,6 +57,27 @@ def test_grads_of_different_leaves_never_share_memory():
     assert c.grad._buf is not g._buf  # a gradient you passed in is not adopted as .grad
 
 
+def test_a_gradient_no_one_else_sees_is_kept_not_copied(monkeypatch):
+    """Each weight's gradient is a fresh buffer that only its .grad will hold: backward keeps it (a copy would cost a
+    kernel a parameter a step). The gradients the rules received are freed as the walk goes on, and a new buffer
+    may get a freed one's id: that must not make it look seen (it did: 7 to 14 copies a step of this GPT)."""
+    from teenygrad.gpt import GPT, GPTConfig
+    copies = []
+    clone = Tensor.clone
+    tg.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=4, n_layer=3, n_head=2, n_embd=8))
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        _, loss = model(tg.tensor(rng.integers(0, 11, (2, 4))), tg.tensor(rng.integers(0, 11, (2, 4))))
+        for p in model.parameters():
+            p.grad = None
+        with monkeypatch.context() as m:
+            m.setattr(Tensor, "clone", lambda t, *a, **k: copies.append(t.shape) or clone(t, *a, **k))
+            loss.backward()
+        assert all(p.grad is not None and p.grad.is_contiguous() for p in model.parameters())
+    assert copies == []
+
+
 def test_explicit_grad_for_a_non_scalar_and_a_leaf_root():
     x = leaf([[1.0, 2.0], [3.0, 4.0]])
     (x * 2).backward(Tensor(np.array([[1.0, 0.0], [0.0, 1.0]])))
