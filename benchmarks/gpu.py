@@ -244,7 +244,7 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
 
     def defaults(fn) -> dict:  # a rung's tile sizes
         return {k: p.default for k, p in inspect.signature(fn).parameters.items()
-                if p.default is not p.empty and k != "transposed"}
+                if p.default is not p.empty and k not in ("transposed", "bias")}
 
     mm = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])"
     kernels = [("sgemm naive", matmul.naive_kernel, mm), ("sgemm coalesced", matmul.coalesced_kernel, mm),
@@ -258,6 +258,10 @@ def ptx_report(cc: tuple[int, int] = (9, 0)) -> int:
                                                                  double_buffered=True), mm),
                ("sgemm a.T @ b.T", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),
                                                            double_buffered=True, transposed=(True, True)), mm),
+               ("sgemm a @ b.T + bias", matmul.warptiled_kernel(**defaults(matmul.sgemm_double_buffered),
+                                                                double_buffered=True, transposed=(False, True),
+                                                                with_bias=True),
+                "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32[::1])"),
                ("sum_rows", reduce.sum_rows_kernel, "void(float32[:, ::1], float32[::1])"),
                ("sum_rows_warp", reduce.sum_rows_warp_kernel, "void(float32[:, ::1], float32[::1])"),
                ("softmax_rows", reduce.softmax_rows_kernel, "void(float32[:, ::1], float32[:, ::1])"),

@@ -98,6 +98,10 @@ xa, xb = both(rand((33, 40)))[1], both(rand((50, 40)))[1]
 with counted_launches() as counts:
     xa @ xb.T, xa.T @ xa
 report["transposed_launches"] = dict(counts)
+bias = both(rand(50))[1]
+with counted_launches() as counts:
+    F.linear(xa, xb, bias)  # (33, 40) @ (50, 40).T + (50,)
+report["linear_launches"] = dict(counts)
 
 # ---- fused ops, forward and backward -----------------------------------------------------------------------------
 for dtype in (np.float32, np.float64):
@@ -105,6 +109,13 @@ for dtype in (np.float32, np.float64):
               lambda x, w, b: F.linear(x, w, b))
     run_graph("linear 1 row, 1 output", dtype, [rand((1, 6), dtype), rand((1, 6), dtype), rand(1, dtype)],
               lambda x, w, b: F.linear(x, w, b))
+    # past one tile of the top rung (32 x 32 in the simulator), whose epilogue adds the bias in float32
+    rows, n_in, n_out = (int(s) for s in rng.integers(33, 75, 3))
+    run_graph(f"linear {rows}x{n_in} -> {n_out}", dtype, [rand((rows, n_in), dtype), rand((n_out, n_in), dtype),
+                                                          rand(n_out, dtype)], lambda x, w, b: F.linear(x, w, b))
+    arrays = (np.zeros((3, 0), dtype), np.zeros((4, 0), dtype), rand(4, dtype))
+    outs = [F.linear(*(both(a)[d] for a in arrays)) for d in (0, 1)]
+    case("linear K=0: the bias alone", dtype, [outs[0]], [outs[1]])
     for shape in [(2, 3, 37), (5, 1), (1, 7), (4, 70)]:
         C = shape[-1]
         run_graph(f"layer_norm {shape}", dtype, [rand(shape, dtype), 1 + rand(C, dtype) / 4, rand(C, dtype)],
@@ -123,8 +134,8 @@ for dtype in (np.float32, np.float64):
     report.setdefault("att", []).append(att_dev.copy_to_host().tolist())
 
 # ---- grids smaller than the work: the kernels' grid-stride loops cover the rest -----------------------------------
-from teenygrad.kernels.cuda import fused as gpu_fused, matmul as gpu_matmul, optim as gpu_optim
-gpu_fused.MAX_BLOCKS, gpu_matmul._GRID_CAP, gpu_optim.PARTIALS = 2, 1, 2
+from teenygrad.kernels.cuda import fused as gpu_fused, optim as gpu_optim, products as gpu_products
+gpu_fused.MAX_BLOCKS, gpu_products.GRID_CAP, gpu_optim.PARTIALS = 2, 1, 2
 run_graph("small grid: batched (3,9,4)@(3,4,6)", np.float64, [rand((3, 9, 4), np.float64), rand((3, 4, 6), np.float64)],
           lambda a, b: a @ b)
 run_graph("small grid: layer_norm (5, 11)", np.float32, [rand((5, 11)), 1 + rand(11) / 4, rand(11)],
@@ -134,7 +145,7 @@ run_graph("small grid: attention", np.float32, [rand((1, 4, 6))], lambda qkv: F.
 big = rand(300)
 case("small grid: sum_of_squares", np.float32, [float((big.astype(np.float64) ** 2).sum())],
      [gpu.KERNELS["sum_of_squares"](cuda.to_device(big))], ["cuda"])
-gpu_fused.MAX_BLOCKS, gpu_matmul._GRID_CAP, gpu_optim.PARTIALS = 65535, 65535, 8
+gpu_fused.MAX_BLOCKS, gpu_products.GRID_CAP, gpu_optim.PARTIALS = 65535, 65535, 8
 
 # ---- optimizers: two steps on each device from the same parameters and gradients ---------------------------------
 def opt_case(name, make, dtype=np.float32, clip=None):
@@ -224,6 +235,11 @@ def test_products_and_their_gradients_match_the_cpu(simulated, prefix):
 def test_transposed_operands_are_read_in_place(simulated):
     # x @ w.T and x.T @ g on the GPU: one product launch each, no copy to make the operand contiguous
     assert simulated["transposed_launches"] == {"warptiled_kernel": 2}, simulated["transposed_launches"]
+
+
+def test_a_linear_layer_with_a_bias_is_one_launch(simulated):
+    # x @ w.T + b on the GPU: the bias is added as the product's outputs are stored (its values: the "linear" cases)
+    assert simulated["linear_launches"] == {"warptiled_kernel": 1}, simulated["linear_launches"]
 
 
 def test_an_empty_inner_dimension_gives_zeros(simulated):

@@ -37,6 +37,8 @@ Row-wise (softmax log_softmax): same arguments as reductions, but out is contigu
 Matrix multiply, on contiguous numpy arrays of one float dtype, `out` preallocated:
     matmul(a, b, out)            a: (M, K), b: (K, N), out: (M, N)        (see `matmul.py`)
     matmul_batched(a, b, out)    a: (B, M, K), b: (B, K, N), out: (B, M, N)
+    matmul_bias(a, b, bias, out) a: (M, K), b: (K, N), bias: (N,), out: (M, N): out = a @ b + bias on every row
+        (a linear layer's forward; here the table's matmul, then its add_bias; the GPU's is one launch)
         out is overwritten with the product (zeros when K == 0).
         (teenygrad's own `matmul` is also handed transposed or sliced operands as strided views, which its
         packing reads in place; a kernel you swap in always gets contiguous arrays.)
@@ -70,6 +72,13 @@ def _comparison(code: int) -> Callable:
     return functools.partial(elementwise.compare, code)
 
 
+def matmul_bias(a, b, bias, out) -> None:
+    """out = a @ b + bias, bias (N,) added to every row: the table's `matmul`, then its `add_bias` (looked up at the
+    call, so a kernel swapped in for either runs here too)."""
+    KERNELS["matmul"](a, b, out)
+    KERNELS["add_bias"](out, bias)
+
+
 KERNELS: dict[str, Callable] = {
     # elementwise (elementwise.py): out = f(x), out = f(a, b), comparisons; gelu's derivative
     **elementwise.UNARY, **elementwise.BINARY,
@@ -80,7 +89,7 @@ KERNELS: dict[str, Callable] = {
     "softmax": softmax.softmax, "log_softmax": softmax.log_softmax,
     "softmax_backward": softmax.softmax_backward, "log_softmax_backward": softmax.log_softmax_backward,
     # matrix products (matmul.py)
-    "matmul": matmul, "matmul_batched": matmul_batched,
+    "matmul": matmul, "matmul_batched": matmul_batched, "matmul_bias": matmul_bias,
     # movement (movement.py): copies and casts, indexing
     "copy": movement.copy, "gather": movement.gather, "index_select": movement.index_select,
     # losses (loss.py)

@@ -21,7 +21,7 @@ from teenygrad.kernels.fused import fast, parallel
 from teenygrad.kernels.jit import CHUNKS, parallel_pays, prange
 from teenygrad.kernels.matmul import matmul_tiled_into, tiled_buffers
 from teenygrad.ops.buffers import array, as_float, contiguous, detached, new
-from teenygrad.ops.matmul import matmul
+from teenygrad.ops.matmul import matmul, matmul_bias
 from teenygrad.tensor import Tensor, float32, ones, zeros
 
 
@@ -55,12 +55,13 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input has {x.shape[-1]} features but weight {weight.shape} "
                          f"expects {weight.shape[1]}")
-    out = matmul(detached(x), detached(weight).T)  # W^T is a strided view: no copy
-    if bias is not None:
+    if bias is None:
+        out = matmul(detached(x), detached(weight).T)  # W^T is a strided view: no copy
+    else:
         if bias.shape != (weight.shape[0],):
             raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
         devices.same("linear", x, weight, bias)
-        on(out.device)["add_bias"](array(out).reshape(-1, out.shape[-1]), array(contiguous(detached(bias), out.dtype)))
+        out = matmul_bias(detached(x), detached(weight).T, detached(bias))  # on a GPU one launch, bias included
     inputs = (x, weight) if bias is None else (x, weight, bias)
     if any(t._requires_grad for t in inputs):
         autograd.record("linear", out, inputs, x=x.detach(), w=weight.detach())

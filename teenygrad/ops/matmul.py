@@ -59,11 +59,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if dtype == int64:
         dtype = float32
     if b.ndim == 2:  # (..., M, K) @ (K, N): fold the batch into the rows, one 2-D matmul
-        batch = a.shape[:-2]
-        a2 = cast(a, dtype).reshape(prod(batch) * M, K)  # a view when the batch folds into the rows
-        out = new(batch + (M, N), dtype, device)
-        if out.size:  # transposed operands (x @ w.T, a.T @ g) go in as strided views: packing reads them
-            on(device)["matmul"](_matrix(a2), _matrix(cast(b, dtype)), array(out.reshape(prod(batch) * M, N)))
+        out = _rows_times(a, b, dtype, device)
     else:
         try:
             batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
@@ -82,6 +78,33 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if a_in._requires_grad or b_in._requires_grad:
         autograd.record("matmul", out, (a_in, b_in), a=a_in, b=b_in)
     return out
+
+
+def _rows_times(a: Tensor, b: Tensor, dtype: object, device: str, bias: Tensor | None = None) -> Tensor:
+    """a (..., K) @ b (K, N) (+ bias (N,) on every row) -> (..., N) of `dtype`, a's leading dims folded into the rows
+    of one 2-D product (a view when they fold). Transposed operands (x @ w.T, a.T @ g) go in as strided views."""
+    K, N = b.shape
+    rows = prod(a.shape[:-1])
+    out = new(a.shape[:-1] + (N,), dtype, device)
+    if out.size:
+        a2, b2, out2 = _matrix(cast(a, dtype).reshape(rows, K)), _matrix(cast(b, dtype)), array(out.reshape(rows, N))
+        if bias is None:
+            on(device)["matmul"](a2, b2, out2)
+        else:
+            on(device)["matmul_bias"](a2, b2, array(contiguous(bias, dtype)), out2)
+    return out
+
+
+def matmul_bias(a: Tensor, b: Tensor, bias: Tensor) -> Tensor:
+    """a @ b + bias for a (..., K), b (K, N) and bias (N,): a linear layer's forward, one kernel of the device's table,
+    `matmul_bias` (on a GPU one launch: the bias is added as the product's outputs are stored, where an add after
+    the product would read and write them all again). No gradient is recorded: `teenygrad.ops.fused.linear`,
+    which calls this with detached tensors, records its own."""
+    device = devices.same("matmul_bias", a, b, bias)
+    if b.ndim != 2 or bias.shape != (b.shape[1],) or a.ndim == 0 or a.shape[-1] != b.shape[0]:
+        raise ValueError(f"matmul_bias: shapes {a.shape} @ {b.shape} + {bias.shape}: expected (..., K) @ (K, N) + (N,)")
+    dtype = result_dtype(a.dtype, b.dtype)
+    return _rows_times(a, b, float32 if dtype == int64 else dtype, device, bias)
 
 
 @exercise("06-tensor-autograd", "matmul_rules")

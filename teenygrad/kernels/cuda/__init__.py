@@ -24,10 +24,12 @@ slow for real work), shapes, strides and index arrays int64, and the launcher ne
         their backwards, scatter_add(g, idx, out, outer, n_src, n_idx, inner) and index_add(g, idx, out, outer,
         n_src, inner), which add into a zeroed out with atomics
     losses (loss.py): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx)
-    matmul (matmul.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N), float32 (the ladder's top rung) or
-        float64, a float32 operand possibly `devices.Transposed(storage)` (read in place); matmul_batched(a, b,
-        out), (B, M, K) @ (B, K, N); `LADDER` holds every rung, from naive to double-buffered warp tiles, each a
-        float32 launcher fn(a, b, out, **tile sizes)
+    products (products.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N), float32 (the SGEMM ladder's top
+        rung) or float64, a float32 operand possibly `devices.Transposed(storage)` (read in place);
+        matmul_batched(a, b, out), (B, M, K) @ (B, K, N); matmul_bias(a, b, bias, out), out = a @ b + bias (N,) on
+        every row, one launch in float32 (the bias added as the outputs are stored)
+    the SGEMM ladder (matmul.py): `LADDER` holds every rung, from naive to double-buffered warp tiles, each a float32
+        launcher fn(a, b, out, **tile sizes)
     fused (fused.py): add_bias layer_norm rms_norm attention, the CPU's conventions; the backwards the op layer's
         rules launch on the GPU, with the CPU pieces' arguments: layer_norm_backward(x, w, mean, rstd, g, dx, dw, db),
         rms_norm_backward(x, w, rstd, g, dx, dw), attention_backward(qkv, att, g, dqkv)
@@ -45,7 +47,7 @@ from __future__ import annotations
 from typing import Callable, ContextManager
 
 from teenygrad._swap import swapped
-from teenygrad.kernels.cuda import elementwise, fused, launch, loss, matmul, movement, optim, reduce
+from teenygrad.kernels.cuda import elementwise, fused, launch, loss, matmul, movement, optim, products, reduce
 from teenygrad.kernels.cuda.device import SIMULATED, describe
 from teenygrad.kernels.cuda.matmul import LADDER
 
@@ -61,7 +63,7 @@ KERNELS: dict[str, Callable] = {
     # copy gather index_select scatter_add index_add (movement.py); cross_entropy and its backward (loss.py)
     **movement.KERNELS, **loss.KERNELS,
     # products: float32 up the SGEMM ladder, float64 on a tiled kernel; batched with the batch on the grid's z axis
-    "matmul": matmul.matmul_op, "matmul_batched": matmul.matmul_batched,
+    "matmul": products.matmul, "matmul_batched": products.matmul_batched, "matmul_bias": products.matmul_bias,
     # add_bias layer_norm rms_norm attention and their backwards (fused.py); sgd_update adam_update sum_of_squares
     # scale (optim.py)
     **fused.KERNELS, **optim.KERNELS,
@@ -74,4 +76,4 @@ def use(**kernels: Callable) -> ContextManager[None]:
 
 
 __all__ = ["KERNELS", "LADDER", "SIMULATED", "describe", "elementwise", "fused", "launch", "loss", "matmul",
-           "movement", "optim", "reduce", "use"]
+           "movement", "optim", "products", "reduce", "use"]

@@ -33,10 +33,8 @@ from typing import Callable
 
 import numpy as np
 
-from teenygrad.devices import Transposed
 from teenygrad.edition import exercise
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
-from teenygrad.kernels.cuda.launch import launch_config
 
 # Vector loads from shared memory (`ld.shared.v4.f32`: 4 floats, 16 bytes, one instruction) need two things the
 # compiler can see: the shared array is 16-byte aligned, and the index is a multiple of 4 floats. numba gives both
@@ -251,9 +249,22 @@ def _warp_shape(BM: int, BN: int, WM: int, WN: int, WNITER: int, TM: int, TN: in
     return WMITER, threads
 
 
+@cuda.jit(device=True)
+def _bias_element(bias, c):
+    """The epilogue's addend for column c of a product with a bias."""
+    return bias[c]
+
+
+@cuda.jit(device=True)
+def _no_bias(bias, c):
+    """The epilogue's addend without a bias: 0 (one add a stored output, beside the K multiply-adds behind it)."""
+    return np.float32(0.0)
+
+
 @functools.cache
 def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, TM: int, TN: int,
-                     double_buffered: bool, transposed: tuple[bool, bool] = (False, False)) -> Callable:
+                     double_buffered: bool, transposed: tuple[bool, bool] = (False, False),
+                     with_bias: bool = False) -> Callable:
     """A block computes a BM x BN tile of out; each of its warps a WM x WN part of it (the warp tile); each thread
     of a warp WMITER x WNITER blocks of TM x TN outputs, one in each WSUBM x WSUBN sub-tile of the warp tile.
 
@@ -274,7 +285,11 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     with ta, `a` is the (K, M) matrix whose transpose is the product's left operand, and the kernel reads a[k, i]
     for a's element (i, k); with tb, `b` is (N, K) likewise. So a linear layer's x @ w.T and x.T @ g need no copy
     (and no launch) to make the operand contiguous. The loads then run along the rows of what is handed over, so
-    that neighbouring threads still read neighbouring elements."""
+    that neighbouring threads still read neighbouring elements.
+
+    `with_bias`: the kernel takes a fourth argument, bias (N,), and adds bias[c] to column c as it stores the
+    outputs (the product's epilogue): a linear layer's x @ w.T + b is one launch, not a product and then a pass
+    that reads and writes every output again."""
     ta, tb = transposed
     WMITER, threads = _warp_shape(BM, BN, WM, WN, WNITER, TM, TN)
     WSUBM, WSUBN = WM // WMITER, WN // WNITER
@@ -290,6 +305,7 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
     # without it, PTX showed some of them loaded one by one
     QA = 4 if WM % 4 == 0 and WSUBM % 4 == 0 and TM % 4 == 0 else 1
     QB = 4 if WN % 4 == 0 and WSUBN % 4 == 0 and TN % 4 == 0 else 1
+    bias_at = _bias_element if with_bias else _no_bias  # the epilogue's addend (chosen when the kernel compiles)
 
     @cuda.jit(device=True)
     def a_place(e):
@@ -352,8 +368,9 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
                 for j in range(RN):
                     acc[i, j] += ra[i] * rb[j]
 
-    @cuda.jit
-    def kernel(a, b, out):
+    @cuda.jit(device=True)
+    def tile_product(a, b, out, bias):
+        """The whole kernel: this block's tile of out = a @ b (+ bias, see `bias_at`)."""
         sa = cuda.shared.array((buffers, BK, BM), dtype=np.float32, alignment=ALIGN)
         sb = cuda.shared.array((buffers, BK, BN), dtype=np.float32, alignment=ALIGN)
         pa = cuda.local.array(LA, dtype=np.float32)  # tile elements on their way to shared memory
@@ -398,8 +415,18 @@ def warptiled_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
                     for j in range(TN):
                         c = col0 + wcol * WN + wn * WSUBN + tcol * TN + j
                         if r < M and c < N:
-                            out[r, c] = acc[wm * TM + i, wn * TN + j]
+                            out[r, c] = acc[wm * TM + i, wn * TN + j] + bias_at(bias, c)
+
+    if with_bias:
+        @cuda.jit
+        def kernel(a, b, out, bias):
+            tile_product(a, b, out, bias)
+    else:
+        @cuda.jit
+        def kernel(a, b, out):
+            tile_product(a, b, out, out)  # no bias: `out` stands in for it and is never read as one (`_no_bias`)
     return kernel
+
 
 
 def sgemm_warptiled(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN: int = 32,
@@ -411,18 +438,22 @@ def sgemm_warptiled(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: in
 
 def sgemm_double_buffered(a, b, out, BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN: int = 32,
                           WNITER: int = 2, TM: int = 8, TN: int = 4,
-                          transposed: tuple[bool, bool] = (False, False)) -> None:
+                          transposed: tuple[bool, bool] = (False, False), bias=None) -> None:
     """out = a @ b, `sgemm_warptiled` with the next step's tiles loaded while the block computes on this step's
-    (`transposed`: `warptiled_kernel`'s, an operand handed over as its transpose)."""
-    _warptiled(a, b, out, BM, BN, BK, WM, WN, WNITER, TM, TN, True, transposed)
+    (`transposed`: `warptiled_kernel`'s, an operand handed over as its transpose; `bias` (N,): out = a @ b + bias,
+    added as the outputs are stored)."""
+    _warptiled(a, b, out, BM, BN, BK, WM, WN, WNITER, TM, TN, True, transposed, bias)
 
 
 def _warptiled(a, b, out, BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, TM: int, TN: int,
-               double_buffered: bool, transposed: tuple[bool, bool] = (False, False)) -> None:
+               double_buffered: bool, transposed: tuple[bool, bool] = (False, False), bias=None) -> None:
     _, threads = _warp_shape(BM, BN, WM, WN, WNITER, TM, TN)
     M, N = out.shape
-    kernel = warptiled_kernel(BM, BN, BK, WM, WN, WNITER, TM, TN, double_buffered, transposed)
-    kernel[_grid(M, N, BM, BN), threads](a, b, out)
+    kernel = warptiled_kernel(BM, BN, BK, WM, WN, WNITER, TM, TN, double_buffered, transposed, bias is not None)
+    if bias is None:
+        kernel[_grid(M, N, BM, BN), threads](a, b, out)
+    else:
+        kernel[_grid(M, N, BM, BN), threads](a, b, out, bias)
 
 
 LADDER: list[tuple[str, Callable]] = [
@@ -435,96 +466,3 @@ LADDER: list[tuple[str, Callable]] = [
 def matmul(a, b, out) -> None:
     """out = a @ b on the ladder's top rung (the CPU kernels' convention: (M, K) @ (K, N) into (M, N))."""
     sgemm_double_buffered(a, b, out)
-
-
-# ---- the op layer's entries: any float dtype, any sizes, batches ------------------------------------------------
-# The ladder is float32 only (its shared tiles and registers are float32, fixed when a kernel compiles). The op
-# layer also multiplies float64 and batches of matrices, so the table's `matmul` and `matmul_batched` below send
-# float32 2-D products up the ladder and everything else to one simple shared-memory tiled kernel per dtype, whose
-# grid's z axis runs along the batch: a batch is one launch, not B.
-
-# The top rung's tiles in the simulator: one warp a block (every simulated thread is a Python thread, so the GPU's
-# 256 threads a block, each computing 8 x 8 outputs, would take minutes); the same kernel, only smaller tiles
-SIM_TILES = {"BM": 32, "BN": 32, "BK": 8, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4}
-TILE = 4 if SIMULATED else 16  # the tiled kernel's tile edge: 16 x 16 threads a block on a GPU, 4 x 4 simulated
-_GRID_CAP = 65535  # a grid's y and z axes hold at most this many blocks; the kernel's loops cover the rest
-
-
-@functools.cache
-def batched_kernel(dtype: type, tile: int) -> Callable:
-    """out[z] = a[z] @ b[z] for a: (B, M, K), b: (B, K, N), out: (B, M, N) of `dtype`, tiles of tile x tile.
-
-    `sgemm_shared`'s algorithm with two additions: the batch on the grid's z axis, and grid-stride loops over
-    the batch and the tiles, so any B, M, N runs on any grid (a block's loop counts depend only on its block
-    index and the sizes, so all its threads reach every `syncthreads` together)."""
-    @cuda.jit
-    def kernel(a, b, out):
-        sa = cuda.shared.array((tile, tile), dtype=dtype)  # (the dtype: fixed when the kernel compiles)
-        sb = cuda.shared.array((tile, tile), dtype=dtype)
-        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-        B, M, K = a.shape
-        N = b.shape[2]
-        zero = dtype(0.0)  # a constant of the data's dtype: float32 arithmetic stays float32
-        for z in range(cuda.blockIdx.z, B, cuda.gridDim.z):
-            for r0 in range(cuda.blockIdx.y * tile, M, cuda.gridDim.y * tile):
-                for c0 in range(cuda.blockIdx.x * tile, N, cuda.gridDim.x * tile):
-                    row, col = r0 + ty, c0 + tx
-                    acc = zero
-                    for k0 in range(0, K, tile):
-                        sa[ty, tx] = a[z, row, k0 + tx] if row < M and k0 + tx < K else zero
-                        sb[ty, tx] = b[z, k0 + ty, col] if k0 + ty < K and col < N else zero
-                        cuda.syncthreads()  # the tiles are complete before anyone reads them
-                        for k in range(tile):
-                            acc += sa[ty, k] * sb[k, tx]
-                        cuda.syncthreads()  # all have used the tiles before the next ones overwrite them
-                    if row < M and col < N:
-                        out[z, row, col] = acc
-    return kernel
-
-
-@cuda.jit
-def _zero_kernel(out):
-    """out[:] = 0 for a 1-D out, grid-stride (a product over K = 0)."""
-    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
-        out[i] = 0  # (an int 0 converts to out's dtype on the store)
-
-
-def _zero(out) -> None:
-    if out.size == 0:
-        return
-    grid, block = launch_config((out.size,), 32 if SIMULATED else 256)
-    _zero_kernel[grid, block](out.reshape(out.size))
-
-
-def matmul_batched(a, b, out) -> None:
-    """out[i] = a[i] @ b[i] for contiguous a: (B, M, K), b: (B, K, N), out: (B, M, N), float32 or float64 device
-    arrays (the CPU kernels' convention): one launch of the tiled kernel, the batch on the grid's z axis; out is
-    overwritten (zeros when K == 0)."""
-    B, M, N = out.shape
-    if out.size == 0:  # nothing to compute (and a grid of 0 blocks does not launch)
-        return
-    if a.shape[2] == 0:
-        _zero(out)
-        return
-    grid = (min(-(-N // TILE), 2**31 - 1), min(-(-M // TILE), _GRID_CAP), min(B, _GRID_CAP))
-    batched_kernel(np.dtype(out.dtype).type, TILE)[grid, (TILE, TILE)](a, b, out)
-
-
-def matmul_op(a, b, out) -> None:
-    """out = a @ b for contiguous a: (M, K), b: (K, N), out: (M, N) device arrays, the table's `matmul`: float32 on
-    the ladder's top rung (its tiles smaller in the simulator), float64 on the tiled kernel; zeros when K == 0. A
-    float32 operand may come as `devices.Transposed(storage)`: the operand is storage.T, read in place."""
-    ta, tb = isinstance(a, Transposed), isinstance(b, Transposed)
-    a, b = (a.storage if ta else a), (b.storage if tb else b)
-    M, K = (a.shape[1], a.shape[0]) if ta else a.shape
-    if out.size == 0:
-        return
-    if K == 0:
-        _zero(out)
-    elif out.dtype == np.float32:
-        sgemm_double_buffered(a, b, out, transposed=(ta, tb), **(SIM_TILES if SIMULATED else {}))
-    elif ta or tb:
-        raise TypeError("matmul: a transposed operand (devices.Transposed) is taken in float32 only")
-    else:  # a batch of one: the same kernel
-        N = out.shape[1]
-        matmul_batched(a.reshape(1, M, K), b.reshape(1, K, N), out.reshape(1, M, N))
