@@ -31,7 +31,7 @@ from teenygrad import devices, tracing
 from teenygrad.edition import exercise
 from teenygrad.kernels import on
 from teenygrad.kernels.jit import kernel
-from teenygrad.ops.buffers import contiguous
+from teenygrad.ops.buffers import contiguous, full_buffer
 from teenygrad.tensor import Tensor, float32, float64
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_at", "Schedule", "clip_grad_norm", "collect_params",
@@ -124,7 +124,7 @@ class Optimizer:
         """Per-parameter state, zeros on first use, on the parameter's device (numpy is storage on the CPU)."""
         p = self.params[i]
         if i not in store:
-            store[i] = devices.from_host(np.zeros(p.size, dtype=p.dtype), p.device)
+            store[i] = full_buffer(p.size, 0, p.dtype, p.device)
         elif devices.of(store[i]) != p.device:  # the model moved (`Module.to`): its state follows
             store[i] = devices.from_host(devices.to_host(store[i]), p.device)
         return store[i]

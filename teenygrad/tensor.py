@@ -190,6 +190,8 @@ class Tensor(TensorViews):
     def backward(self, grad: Tensor | Scalar | None = None) -> None:
         """Add d(self)/d(leaf) into leaf.grad for every leaf that requires grad. A scalar's implicit
         gradient is 1; for any other shape pass `grad`, dL/d(self), and get dL/d(leaf)."""
+        if grad is None and self.size == 1 and self.device != "cpu":  # the 1 made on the GPU (ops.buffers.full_buffer)
+            grad = ones(self.shape, dtype=self.dtype, device=self.device)
         autograd.backward(self, grad)
 
     def zero_grad(self) -> None:
@@ -414,7 +416,7 @@ def full(shape: Sequence[int] | int, value: Scalar, dtype: object = None, device
     dt = _dtype_or_default(dtype, int64 if isinstance(value, int) and not isinstance(value, bool) else float32)
     if tracing.active:  # inside teenygrad.compile's trace: a constant node
         return tracing.hooks.full(shape, value, dt)
-    return Tensor._contiguous(devices.from_host(np.full(prod(shape), value, dtype=dt), devices.check(device)), shape)
+    return Tensor._contiguous(buffers.full_buffer(prod(shape), value, dt, devices.check(device)), shape)
 
 
 def zeros(*shape: int | Sequence[int], dtype: object = None, device: str = "cpu") -> Tensor:
@@ -433,8 +435,11 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: o
     is_int = all(isinstance(v, int) for v in (start, stop, step))
     if tracing.active:  # inside teenygrad.compile's trace: an arange node
         return tracing.hooks.arange(start, stop, step, _dtype_or_default(dtype, int64 if is_int else float32))
-    return Tensor(np.arange(start, stop, step), dtype=_dtype_or_default(dtype, int64 if is_int else float32),
-                  device=device)
+    dt, device = _dtype_or_default(dtype, int64 if is_int else float32), devices.check(device)
+    if device != "cpu" and is_int and step:  # made on the GPU (see ops.buffers.full_buffer)
+        n = len(range(start, stop, step))
+        return Tensor._contiguous(buffers.arange_buffer(start, step, n, dt, device), (n,))
+    return Tensor(np.arange(start, stop, step), dtype=dt, device=device)
 
 
 def rand(*shape: int | Sequence[int], dtype: object = None, generator: np.random.Generator | None = None) -> Tensor:

@@ -249,6 +249,8 @@ def test_chapter_figures(book_build):
     assert fig["ch11_int_naive"] == pytest.approx(0.25) and fig["ch11_int_shared"] == pytest.approx(8)
     assert fig["ch11_int_2d"] == pytest.approx(16) and fig["ch11_int_2d"] > fig["ch11_ridge"] > fig["ch11_int_shared"]
     assert 100 < fig["ch11_launches"] < 1000  # chapter 9's 4-layer step on the GPU's table: each call a launch
+    # its copies, as the prose lists them: none to the GPU; back, 3 index checks, the loss's scale, the clipping, the loss
+    assert (fig["ch11_copies_to"], fig["ch11_copies_back"]) == (0, 6)
     # the same GPT step on both devices: the losses and the weights after it agree to float32 rounding
     assert float(text["ch11_step_loss_diff"]) < 1e-5 and float(text["ch11_step_weight_diff"]) < 1e-4
     assert text["ch11_training"].startswith("No GPU training run is recorded yet")

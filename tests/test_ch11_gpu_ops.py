@@ -148,6 +148,21 @@ def cases(tg, np, device, seed):
             out[name] = ["raised", "nothing", device]
         except IndexError as error:
             out[name] = ["raised", "IndexError" + (" out of range" if "out of range" in str(error) else ""), device]
+    # after each error, the same op with good indices (the GPU's error flag is 0 again)
+    put("after errors: gather", two_by_three.gather(1, T(np.array([[2], [0]]))))
+    put("after errors: index_select", two_by_three.index_select(0, [1, -2]))
+    put("after errors: cross_entropy", two_by_three.cross_entropy(T([0, 2])))
+
+    # constants made where they live (on the GPU by a launch, not copied over)
+    for dtype in (tg.float32, tg.float64, tg.int64):
+        put(f"made zeros {dtype}", tg.zeros(2, 3, dtype=dtype, device=device))
+        put(f"made ones {dtype}", tg.ones(5, dtype=dtype, device=device))
+        put(f"made full {dtype}", tg.full((4, 1), 2.75, dtype=dtype, device=device))
+        put(f"made arange {dtype}", tg.arange(-7, 29, 3, dtype=dtype, device=device))
+    put("made arange down", tg.arange(9, -4, -2, device=device))
+    put("made arange empty", tg.arange(4, 4, device=device))
+    put("made arange floats", tg.arange(0.5, 3.0, 0.25, device=device))
+    put("made scalar operand", T(np.arange(6, dtype=np.float32)) * 0.5 + 2)
     return out
 '''
 
@@ -246,6 +261,11 @@ def test_cross_entropy_matches_the_cpu(gpu, cpu):
 def test_out_of_range_indices_raise_as_on_the_cpu(gpu, cpu):
     for name in ("error gather out of range", "error index_select out of range", "error bad target of cross_entropy"):
         assert gpu["cases"][name][:2] == cpu[name][:2] == ["raised", "IndexError out of range"], name
+
+
+@pytest.mark.parametrize("prefix", ["after errors: ", "made "])
+def test_constants_and_ops_after_an_error_match_the_cpu(gpu, cpu, prefix):
+    compare(gpu, cpu, prefix)
 
 
 def test_an_op_on_two_devices_names_both(gpu):

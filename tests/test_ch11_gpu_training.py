@@ -55,6 +55,17 @@ for device in ("cpu", "cuda"):
     report[device] = {"losses": losses, "grads": grads, "norms": norms,
                       "weights": {name: p.numpy().tolist() for name, p in model.named_parameters()},
                       "devices": sorted({p.device for p in model.parameters()}), "launches": dict(launches)}
+# the copies between the computer's memory and the GPU in one more step of the GPU's model (its batch already there)
+from teenygrad.kernels.cuda.launch import counted_transfers
+xs, ys = tg.tensor(batches[0][0], device="cuda"), tg.tensor(batches[0][1], device="cuda")
+with counted_transfers() as moved:
+    _, loss = model(xs, ys)
+    opt.zero_grad()
+    loss.backward()
+    optim.clip_grad_norm(model.parameters(), 0.5)
+    opt.step()
+    loss.item()
+report["transfers"] = dict(moved)
 # Module.to moves the parameters, and the optimizer's state follows them: a step on the CPU, then the model moved and
 # a second step on the GPU, against two steps on the CPU
 tg.manual_seed(0)
@@ -191,6 +202,14 @@ def test_a_step_is_a_countable_number_of_launches(trained):
     # the optimizer and the clipping: one launch each for the GPT's 16 parameters, not one a parameter
     assert launches["adam_group_kernel"] == 1 and launches["sum_of_squares_group_kernel"] == 1, launches
     assert "adam_kernel" not in launches and "sum_of_squares_kernel" not in launches, launches
+
+
+def test_a_step_copies_nothing_to_the_gpu_and_reads_back_only_what_it_must(trained):
+    """Every copy waits for the launches queued before it. A step's zeros, ones, positions and scalar operands are
+    made on the GPU; what comes back: the three index checks' flags (two embeddings, the targets), the loss's
+    gradient scale (cross-entropy's backward piece takes a float), the clipping's partial sums, and the loss."""
+    assert trained["transfers"] == {"back: raise_if_set": 3, "back: item": 2, "back: sum_of_squares_group": 1}, \
+        trained["transfers"]
 
 
 @pytest.mark.parametrize("optimizer", ["SGD", "SGD momentum", "Adam", "AdamW"])

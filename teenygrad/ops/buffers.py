@@ -43,6 +43,27 @@ def new(shape: tuple[int, ...], dtype: np.dtype, device: str = "cpu") -> Tensor:
     return Tensor._contiguous(devices.empty(prod(shape), dtype, device), shape)
 
 
+def full_buffer(n: int, value: Scalar, dtype: np.dtype, device: str) -> devices.Buffer:
+    """A fresh buffer of `n` elements, each `value` (converted to `dtype`, as np.full does), on `device`. On a GPU it
+    is made there by the table's `fill`, a launch that returns at once: a copy from the computer's memory would first
+    wait for every launch queued before it."""
+    if device == "cpu":
+        return np.full(n, value, dtype=dtype)
+    buf = devices.empty(n, dtype, device)
+    on(device)["fill"](buf, np.dtype(dtype).type(value))
+    return buf
+
+
+def arange_buffer(start: int, step: int, n: int, dtype: np.dtype, device: str) -> devices.Buffer:
+    """A fresh buffer of the `n` integers start, start + step, ... in `dtype` on `device`, made there as `full_buffer`'s
+    (the table's `arange`)."""
+    if device == "cpu":
+        return (start + step * np.arange(n)).astype(dtype)
+    buf = devices.empty(n, dtype, device)
+    on(device)["arange"](buf, start, step)
+    return buf
+
+
 def scalar_tensor(value: Scalar, like: Tensor, op: str) -> Tensor:
     """A Python (or numpy) number as a 0-d tensor of `like`'s dtype (float32 for a float with an int64 tensor)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -51,7 +72,7 @@ def scalar_tensor(value: Scalar, like: Tensor, op: str) -> Tensor:
         else:
             raise TypeError(f"{op}: unsupported operand of type {type(value).__name__}")
     dtype = float32 if (like.dtype == int64 and isinstance(value, float)) else like.dtype
-    return Tensor._contiguous(devices.from_host(np.full(1, value, dtype=dtype), like.device), ())
+    return Tensor._contiguous(full_buffer(1, value, dtype, like.device), ())
 
 
 def array(x: Tensor) -> np.ndarray:

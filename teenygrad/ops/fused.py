@@ -374,8 +374,8 @@ def _layer_norm_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor, Ten
     if g.device == "cpu":
         return layer_norm_backward(ctx, g)
     g2, ga = _rows(g)
-    dx = new(g2.shape, g.dtype, g.device)
-    dw, db = zeros(g2.shape[1], dtype=g.dtype, device=g.device), zeros(g2.shape[1], dtype=g.dtype, device=g.device)
+    C = g2.shape[1]  # dw and db: written by the device's kernel (the CPU piece's kernel adds into zeros instead)
+    dx, dw, db = new(g2.shape, g.dtype, g.device), new((C,), g.dtype, g.device), new((C,), g.dtype, g.device)
     on(g.device)["layer_norm_backward"](array(ctx.x), array(ctx.w), array(ctx.mean), array(ctx.rstd), ga, array(dx),
                                         array(dw), array(db))
     return dx.reshape(ctx.inputs[0].shape), dw, db
@@ -385,7 +385,7 @@ def _rms_norm_rule(ctx: autograd.Node, g: Tensor) -> tuple[Tensor, Tensor]:
     if g.device == "cpu":
         return rms_norm_backward(ctx, g)
     g2, ga = _rows(g)
-    dx, dw = new(g2.shape, g.dtype, g.device), zeros(g2.shape[1], dtype=g.dtype, device=g.device)
+    dx, dw = new(g2.shape, g.dtype, g.device), new((g2.shape[1],), g.dtype, g.device)  # both written by the kernel
     on(g.device)["rms_norm_backward"](array(ctx.x), array(ctx.w), array(ctx.rstd), ga, array(dx), array(dw))
     return dx.reshape(ctx.inputs[0].shape), dw
 

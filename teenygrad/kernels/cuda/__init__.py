@@ -22,7 +22,8 @@ slow for real work), shapes, strides and index arrays int64, and the launcher ne
     movement (movement.py): copy(shape, src, src_strides, src_offset, dst, dst_strides, dst_offset) (and dtype
         casts), gather(x, idx, out, outer, n_src, n_idx, inner), index_select(x, idx, out, outer, n_src, inner) and
         their backwards, scatter_add(g, idx, out, outer, n_src, n_idx, inner) and index_add(g, idx, out, outer,
-        n_src, inner), which add into a zeroed out with atomics
+        n_src, inner), which add into a zeroed out with atomics; fill(out, value) and arange(out, start, step) make
+        zeros, ones and positions on the GPU (no copy from the computer's memory)
     losses (loss.py): cross_entropy(x, t, lse, losses), cross_entropy_backward(x, t, lse, scale, dx)
     products (products.py): matmul(a, b, out), a: (M, K), b: (K, N), out: (M, N), float32 (the SGEMM ladder's top
         rung) or float64, a float32 operand possibly `devices.Transposed(storage)` (read in place);

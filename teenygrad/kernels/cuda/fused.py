@@ -6,8 +6,8 @@ kernels in teenygrad/ops/fused.py) on numba-cuda device arrays of float32 or flo
     layer_norm(x, w, b, eps, y, mean, rstd)              x, y (R, C); w, b (C,); mean, rstd (R,) written
     rms_norm(x, w, eps, y, rstd)                         x, y (R, C); w (C,); rstd (R,) written
     attention(qkv, nh, y, att)                           qkv (B, T, 3C) -> y (B, T, C), att (B, nh, T, T)
-    layer_norm_backward(x, w, mean, rstd, g, dx, dw, db) dx written; dw, db (C,) arrive zeroed and are added into
-    rms_norm_backward(x, w, rstd, g, dx, dw)             the same without the bias
+    layer_norm_backward(x, w, mean, rstd, g, dx, dw, db) dx written; dw, db (C,) written (the CPU piece's arrive
+    rms_norm_backward(x, w, rstd, g, dx, dw)             zeroed); the same without the bias
     attention_backward(qkv, att, g, dqkv)                dqkv (B, T, 3C) written
 
 How the work is split:
@@ -34,6 +34,7 @@ import numpy as np
 
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
 from teenygrad.kernels.cuda.launch import launch_config
+from teenygrad.kernels.cuda.movement import fill
 from teenygrad.kernels.cuda.reduce import block_max, block_sum  # the block's tree in shared memory
 
 # threads a block, a power of two (the tree reductions halve it); the simulator runs every thread of a block as a
@@ -94,12 +95,17 @@ def norm_kernels(dtype: type) -> dict[str, Callable]:
                 rstd[r] = inv
 
     @cuda.jit
-    def layer_norm_dx_kernel(x, w, mean, rstd, g, dx):
-        """With xhat = (x - mean) rstd and gh = g w: dx = rstd (gh - mean(gh) - xhat mean(gh xhat))."""
+    def layer_norm_dx_kernel(x, w, mean, rstd, g, dx, dw, db):
+        """With xhat = (x - mean) rstd and gh = g w: dx = rstd (gh - mean(gh) - xhat mean(gh xhat)). Block 0 also
+        zeroes dw and db, which the next launch adds the rows' sums into (launches on one stream run in order)."""
         part = cuda.shared.array(THREADS, dtype=dtype)
         t = cuda.threadIdx.x
         R, C = x.shape
         n = dtype(C)
+        if cuda.blockIdx.x == 0:
+            for c in range(t, C, THREADS):
+                dw[c] = dtype(0.0)
+                db[c] = dtype(0.0)
         for r in range(cuda.blockIdx.x, R, cuda.gridDim.x):
             m, s = mean[r], rstd[r]
             a = dtype(0.0)
@@ -143,12 +149,15 @@ def norm_kernels(dtype: type) -> dict[str, Callable]:
                 rstd[r] = inv
 
     @cuda.jit
-    def rms_norm_dx_kernel(x, w, rstd, g, dx):
-        """With xhat = x rstd and gh = g w: dx = rstd (gh - xhat mean(gh xhat))."""
+    def rms_norm_dx_kernel(x, w, rstd, g, dx, dw):
+        """With xhat = x rstd and gh = g w: dx = rstd (gh - xhat mean(gh xhat)); block 0 zeroes dw (as layer norm's)."""
         part = cuda.shared.array(THREADS, dtype=dtype)
         t = cuda.threadIdx.x
         R, C = x.shape
         n = dtype(C)
+        if cuda.blockIdx.x == 0:
+            for c in range(t, C, THREADS):
+                dw[c] = dtype(0.0)
         for r in range(cuda.blockIdx.x, R, cuda.gridDim.x):
             s = rstd[r]
             bsum = dtype(0.0)
@@ -199,21 +208,28 @@ def rms_norm(x, w, eps: float, y, rstd) -> None:
 
 
 def layer_norm_backward(x, w, mean, rstd, g, dx, dw, db) -> None:
-    """Layer norm's gradients: dx (R, C) written; dw, db (C,), zeroed by the caller, get the sums over the rows."""
+    """Layer norm's gradients, all three written: dx (R, C); dw, db (C,), the sums over the rows (zeros for no rows).
+    (The CPU piece adds into a zeroed dw and db; here the first launch zeroes them, so the caller need not: zeros
+    made on the host would be copied over, and the copy would wait for every launch queued before it.)"""
     R, C = x.shape
     if R and C:
-        _kernels(norm_kernels, x, "layer_norm_dx")[_blocks(R), THREADS](x, w, mean, rstd, g, dx)
+        _kernels(norm_kernels, x, "layer_norm_dx")[_blocks(R), THREADS](x, w, mean, rstd, g, dx, dw, db)
         grid, threads = _columns_grid(R, C)
         _kernels(norm_kernels, x, "layer_norm_dwdb")[grid, threads](x, mean, rstd, g, dw, db)
+    else:
+        fill(dw, 0)
+        fill(db, 0)
 
 
 def rms_norm_backward(x, w, rstd, g, dx, dw) -> None:
-    """RMS norm's gradients: dx (R, C) written; dw (C,), zeroed by the caller, gets the sum over the rows."""
+    """RMS norm's gradients, both written: dx (R, C); dw (C,), the sum over the rows (as layer norm's)."""
     R, C = x.shape
     if R and C:
-        _kernels(norm_kernels, x, "rms_norm_dx")[_blocks(R), THREADS](x, w, rstd, g, dx)
+        _kernels(norm_kernels, x, "rms_norm_dx")[_blocks(R), THREADS](x, w, rstd, g, dx, dw)
         grid, threads = _columns_grid(R, C)
         _kernels(norm_kernels, x, "rms_norm_dw")[grid, threads](x, rstd, g, dw)
+    else:
+        fill(dw, 0)
 
 
 # ---- causal self-attention ------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import sys
 from typing import Iterator
 
 from teenygrad.edition import exercise
@@ -60,3 +61,42 @@ def counted_launches() -> Iterator[collections.Counter]:
         yield counts
     finally:
         kind.__getitem__ = configure
+
+
+@contextlib.contextmanager
+def counted_transfers() -> Iterator[collections.Counter]:
+    """Count the copies between the computer's memory and the GPU made inside a `with` block, by direction and by the
+    teenygrad function that asked for them ("to the GPU: cross_entropy", "back: raise_if_set"): every `cuda.to_device`
+    and every device array's `copy_to_host` and `copy_to_device`. Each one waits: numba copies on the stream the
+    kernels run on, so a copy starts only after every launch queued before it has finished, and Python waits for it."""
+    from teenygrad.kernels.cuda.device import cuda
+    kind = type(cuda.device_array(1))  # the class of every device array: the GPU's, or the simulator's
+    saved = {"to_device": cuda.to_device, "copy_to_host": kind.copy_to_host, "copy_to_device": kind.copy_to_device}
+    counts: collections.Counter = collections.Counter()
+
+    def asker() -> str:  # the nearest teenygrad function up the stack, past the buffer helpers
+        frame = sys._getframe(2)
+        while frame is not None:
+            path = frame.f_code.co_filename.replace("\\", "/")
+            if "/teenygrad/" in path and not path.endswith(("/devices.py", "/launch.py")):
+                return frame.f_code.co_name
+            frame = frame.f_back
+        return "(not teenygrad)"
+
+    def counted(name: str, direction: str):  # noqa: ANN202
+        def copy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - numba's own signatures
+            counts[f"{direction}: {asker()}"] += 1
+            return saved[name](*args, **kwargs)
+        return copy
+    own = {name: name in vars(kind) for name in ("copy_to_host", "copy_to_device")}  # else inherited: put nothing back
+    cuda.to_device = counted("to_device", "to the GPU")
+    kind.copy_to_host, kind.copy_to_device = counted("copy_to_host", "back"), counted("copy_to_device", "to the GPU")
+    try:
+        yield counts
+    finally:
+        cuda.to_device = saved["to_device"]
+        for name, defined_there in own.items():
+            if defined_there:
+                setattr(kind, name, saved[name])
+            else:
+                delattr(kind, name)

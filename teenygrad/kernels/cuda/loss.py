@@ -20,6 +20,7 @@ import numpy as np
 from teenygrad.devices import Buffer
 from teenygrad.kernels.cuda.device import cuda
 from teenygrad.kernels.cuda.elementwise import MAX_BLOCKS, THREADS, flat_config
+from teenygrad.kernels.cuda.movement import error_flag, raise_if_set
 from teenygrad.kernels.cuda.reduce import block_max, block_sum, row_threads
 
 
@@ -61,10 +62,8 @@ def cross_entropy(x: Buffer, t: Buffer, lse: Buffer, losses: Buffer) -> None:
     lse and losses float64 (R,). A target outside [0, C) raises IndexError."""
     R = t.shape[0]
     C = x.shape[0] // R
-    bad = cuda.to_device(np.zeros(1, np.int32))
-    cross_entropy_kernel[min(R, MAX_BLOCKS), row_threads(C)](x, t, R, C, lse, losses, bad)
-    if bad.copy_to_host()[0]:
-        raise IndexError("cross_entropy: target class out of range")
+    cross_entropy_kernel[min(R, MAX_BLOCKS), row_threads(C)](x, t, R, C, lse, losses, error_flag())
+    raise_if_set(error_flag(), IndexError("cross_entropy: target class out of range"))
 
 
 def cross_entropy_backward(x: Buffer, t: Buffer, lse: Buffer, scale: float, dx: Buffer) -> None:

@@ -14,8 +14,14 @@ not: a tiled transpose through shared memory would fix that, and is not here).
 
 Indices count from the end when negative, as on the CPU. A kernel cannot raise, so gather and index_select record
 an index outside [-n_src, n_src) in a one-element flag (and write nothing for it), and the launcher raises the CPU's
-IndexError after the launch: the price is a 4-byte copy back, which waits for the kernel to finish. The backwards
-do not check (their index is the forward's, checked there); an out-of-range entry is skipped, never written.
+IndexError after the launch: the price is a 4-byte copy back, which waits for the kernel to finish. The flag lives on
+the GPU for good (`error_flag`), 0 until an index is out of range, and is set back to 0 before the error is raised:
+so the check copies nothing TO the GPU (a copy there would also wait for every launch before it). The backwards do
+not check (their index is the forward's, checked there); an out-of-range entry is skipped, never written.
+
+fill(out, value) sets every element of a 1-D out, arange(out, start, step) writes start, start + step, ...: on a
+GPU, zeros, ones and positions are made there, by a launch that returns at once, where a copy from the computer's
+memory would first wait for every launch before it.
 
 The backwards add into `out`, which the caller has zeroed: an index that repeats sends several threads to one
 element, and `out[j] += v` from two threads at once would lose one of the additions (both read the old value, both
@@ -78,13 +84,28 @@ def index_select_kernel(x, idx, out, n, n_src, inner, bad):
             out[j] = x[(o * n_src + src) * inner + i]  # a warp copies `inner` neighbouring elements of one row
 
 
+_FLAG: list = []  # the error flag, made on the first check
+
+
+def error_flag():
+    """A one-element int32 array on the GPU, 0 unless a kernel just found a bad index (see `raise_if_set`)."""
+    if not _FLAG:
+        _FLAG.append(cuda.to_device(np.zeros(1, np.int32)))
+    return _FLAG[0]
+
+
+def raise_if_set(flag, error: Exception) -> None:
+    """Copy the flag back (waiting for the launch that set it) and raise `error` if it is set, the flag 0 again."""
+    if flag.copy_to_host()[0]:
+        flag.copy_to_device(np.zeros(1, np.int32))
+        raise error
+
+
 def _checked(op: str, kernel, n: int, *args) -> None:
-    """Launch `kernel` with a zeroed flag as its last argument; raise the CPU's IndexError if it was set."""
-    bad = cuda.to_device(np.zeros(1, np.int32))
+    """Launch `kernel` with the error flag as its last argument; raise the CPU's IndexError if it set it."""
     blocks, threads = flat_config(n)
-    kernel[blocks, threads](*args, bad)
-    if bad.copy_to_host()[0]:
-        raise IndexError(f"{op}: index out of range")
+    kernel[blocks, threads](*args, error_flag())
+    raise_if_set(error_flag(), IndexError(f"{op}: index out of range"))
 
 
 def gather(x: Buffer, idx: Buffer, out: Buffer, outer: int, n_src: int, n_idx: int, inner: int) -> None:
@@ -135,5 +156,31 @@ def index_add(g: Buffer, idx: Buffer, out: Buffer, outer: int, n_src: int, inner
     index_add_kernel[blocks, threads](g, idx, out, n, n_src, inner)
 
 
+@cuda.jit
+def fill_kernel(out, value):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = value  # (converted to out's dtype on the store)
+
+
+def fill(out: Buffer, value: float) -> None:
+    """out[:] = value for a 1-D device array, on the GPU (no copy from the computer's memory)."""
+    if out.shape[0]:
+        blocks, threads = flat_config(out.shape[0])
+        fill_kernel[blocks, threads](out, value)
+
+
+@cuda.jit
+def arange_kernel(out, start, step):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = start + i * step
+
+
+def arange(out: Buffer, start: int, step: int) -> None:
+    """out[i] = start + i * step for a 1-D device array (integers: exact), on the GPU."""
+    if out.shape[0]:
+        blocks, threads = flat_config(out.shape[0])
+        arange_kernel[blocks, threads](out, start, step)
+
+
 KERNELS = {"copy": copy, "gather": gather, "index_select": index_select, "scatter_add": scatter_add,
-           "index_add": index_add}
+           "index_add": index_add, "fill": fill, "arange": arange}
