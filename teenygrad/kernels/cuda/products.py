@@ -17,8 +17,8 @@ import numpy as np
 from teenygrad.devices import Transposed
 from teenygrad.kernels.cuda.device import SIMULATED, cuda
 from teenygrad.kernels.cuda.fused import add_bias
-from teenygrad.kernels.cuda.launch import launch_config
 from teenygrad.kernels.cuda.matmul import sgemm_double_buffered
+from teenygrad.kernels.cuda.movement import fill
 
 # The top rung's tiles in the simulator: one warp a block (every simulated thread is a Python thread, so the GPU's
 # 256 threads a block, each computing 8 x 8 outputs, would take minutes); the same kernel, only smaller tiles
@@ -59,20 +59,6 @@ def batched_kernel(dtype: type, tile: int) -> Callable:
     return kernel
 
 
-@cuda.jit
-def _zero_kernel(out):
-    """out[:] = 0 for a 1-D out, grid-stride (a product over K = 0)."""
-    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
-        out[i] = 0  # (an int 0 converts to out's dtype on the store)
-
-
-def _zero(out) -> None:
-    if out.size == 0:
-        return
-    grid, block = launch_config((out.size,), 32 if SIMULATED else 256)
-    _zero_kernel[grid, block](out.reshape(out.size))
-
-
 def matmul_batched(a, b, out) -> None:
     """out[i] = a[i] @ b[i] for contiguous a: (B, M, K), b: (B, K, N), out: (B, M, N), float32 or float64 device
     arrays (the CPU kernels' convention): one launch of the tiled kernel, the batch on the grid's z axis; out is
@@ -81,7 +67,7 @@ def matmul_batched(a, b, out) -> None:
     if out.size == 0:  # nothing to compute (and a grid of 0 blocks does not launch)
         return
     if a.shape[2] == 0:
-        _zero(out)
+        fill(out.reshape(out.size), 0)  # a product over K = 0
         return
     grid = (min(-(-N // TILE), 2**31 - 1), min(-(-M // TILE), GRID_CAP), min(B, GRID_CAP))
     batched_kernel(np.dtype(out.dtype).type, TILE)[grid, (TILE, TILE)](a, b, out)
@@ -97,7 +83,7 @@ def matmul(a, b, out) -> None:
     if out.size == 0:
         return
     if K == 0:
-        _zero(out)
+        fill(out.reshape(out.size), 0)  # a product over K = 0
     elif out.dtype == np.float32:
         sgemm_double_buffered(a, b, out, transposed=(ta, tb), **(SIM_TILES if SIMULATED else {}))
     elif ta or tb:
